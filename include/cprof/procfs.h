@@ -1,0 +1,76 @@
+/* Parsers for the /proc files cprof reads: /proc/PID/maps and
+ * /proc/PID/task/TID/stat.  The parsers take text, so the unit tests feed
+ * them recorded files from fixtures/data/; the readers wrap them.  */
+#ifndef CPROF_PROCFS_H
+#define CPROF_PROCFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* One line of /proc/PID/maps.  */
+struct cp_map {
+	uint64_t start, end;  /* [start, end) in the target's address space */
+	uint64_t offset;      /* file offset of START */
+	uint64_t inode;
+	bool readable, writable, executable;
+	char *path;           /* "" for anonymous memory; "[stack]", ... */
+};
+
+/* A snapshot of a process's mappings, sorted by address.  */
+struct cp_maps {
+	struct cp_map *maps;
+	size_t count;
+};
+
+/* Parse the text of a maps file (TEXT, LEN bytes) into a new cp_maps.
+ * Returns 0 or -CP_E_PARSE (with the 1-based line in *BAD_LINE when not
+ * NULL) or -CP_E_NOMEM.  The caller frees *OUT with cp_maps_free().  */
+int cp_maps_parse(const char *text, size_t len, struct cp_maps **out,
+		  size_t *bad_line);
+
+/* Read and parse /proc/PID/maps.  Returns 0, -CP_E_NOPROC, or as above.  */
+int cp_maps_read(pid_t pid, struct cp_maps **out);
+
+/* The mapping containing ADDR, or NULL.  Borrowed from MAPS.  */
+const struct cp_map *cp_maps_find(const struct cp_maps *maps, uint64_t addr);
+
+void cp_maps_free(struct cp_maps *maps);
+
+/* The fields of /proc/PID/task/TID/stat that cprof uses.  */
+struct cp_task_stat {
+	pid_t tid;
+	char comm[64];        /* without the parentheses */
+	char state;           /* 'R', 'S', 'D', 'T', 't', 'Z', 'X', 'I', ... */
+	pid_t ppid;
+	unsigned long flags;  /* PF_* flags: PF_KTHREAD marks kernel threads */
+};
+
+#define CP_PF_KTHREAD 0x00200000UL
+
+/* Parse one stat line.  The command name may contain spaces and
+ * parentheses, so the fields are found from the last ')'.  Returns 0 or
+ * -CP_E_PARSE.  */
+int cp_task_stat_parse(const char *text, size_t len, struct cp_task_stat *out);
+
+/* Read /proc/PID/task/TID/stat (TID 0: /proc/PID/stat).  Returns 0,
+ * -CP_E_NOPROC or -CP_E_PARSE.  */
+int cp_task_stat_read(pid_t pid, pid_t tid, struct cp_task_stat *out);
+
+/* A human word for a stat state letter: "running", "sleeping",
+ * "disk-wait", "stopped", "zombie", ...  Static string.  */
+const char *cp_task_state_name(char state);
+
+/* Read a whole small file (a /proc file) into a new NUL-terminated buffer.
+ * Returns 0 and sets *TEXT (caller frees) and *LEN, or -CP_E_SYS.  */
+int cp_procfs_slurp(const char *path, char **text, size_t *len);
+
+/* The TracerPid of PID from /proc/PID/status: 0 when not traced, -1 when
+ * unknown.  */
+pid_t cp_procfs_tracer_pid(pid_t pid);
+
+/* The comm (short name) of PID/TID into BUF; "" when unavailable.  */
+void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size);
+
+#endif

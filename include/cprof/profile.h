@@ -1,0 +1,87 @@
+/* The profile: interned strings, locations, stacks and per-thread sample
+ * counts.  The model follows pprof's profile.proto (a location is an
+ * address with one or more source lines, inlined calls innermost first), so
+ * every writer — folded, and later svg, pprof, speedscope — reads the same
+ * plain data.  A profile read from folded text has locations without
+ * addresses, one line each.  */
+#ifndef CPROF_PROFILE_H
+#define CPROF_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct cp_profile;
+
+/* One source-level frame of a location.  */
+struct cp_line {
+	uint32_t function;  /* string id of the frame's name */
+	uint32_t file;      /* string id of the source file, 0 when unknown */
+	int line;           /* 0 when unknown */
+	bool inlined;       /* inlined into the next line of the location */
+};
+
+struct cp_location {
+	uint64_t address;   /* 0 when unknown (profiles read from text) */
+	uint32_t module;    /* string id of the module basename, 0 if none */
+	uint32_t nlines;
+	const struct cp_line *lines; /* innermost first */
+};
+
+/* One aggregated sample: a thread, a stack and a count.  */
+struct cp_sample {
+	pid_t tid;          /* 0 when the thread is unknown */
+	uint32_t stack;     /* stack id */
+	uint64_t count;
+};
+
+struct cp_profile *cp_profile_new(void);
+void cp_profile_free(struct cp_profile *profile);
+
+/* Intern LEN bytes of STR; returns its id (0 is the empty string), or
+ * UINT32_MAX when out of memory.  */
+uint32_t cp_profile_intern(struct cp_profile *profile, const char *str,
+			   size_t len);
+
+/* The string with id ID; borrowed, valid until cp_profile_free().  */
+const char *cp_profile_string(const struct cp_profile *profile, uint32_t id);
+
+/* Add a location (LINES copied); returns its id or UINT32_MAX.  Locations
+ * are not deduplicated: callers cache by address.  */
+uint32_t cp_profile_add_location(struct cp_profile *profile,
+				 uint64_t address, uint32_t module,
+				 const struct cp_line *lines, uint32_t nlines);
+
+const struct cp_location *cp_profile_location(const struct cp_profile *p,
+					      uint32_t id);
+
+/* Intern a stack of location ids, LOCS[0] the innermost.  Returns the
+ * stack id or UINT32_MAX.  */
+uint32_t cp_profile_intern_stack(struct cp_profile *profile,
+				 const uint32_t *locs, size_t n);
+
+/* The locations of stack ID, innermost first; *N set to their number.  */
+const uint32_t *cp_profile_stack(const struct cp_profile *profile,
+				 uint32_t id, size_t *n);
+
+/* Add COUNT samples of stack STACK on thread TID.  Returns 0 or
+ * -CP_E_NOMEM.  */
+int cp_profile_add(struct cp_profile *profile, pid_t tid, uint32_t stack,
+		   uint64_t count);
+
+/* The aggregated samples, one per distinct (thread, stack); borrowed.  */
+const struct cp_sample *cp_profile_samples(const struct cp_profile *p,
+					   size_t *n);
+
+/* Total of all sample counts.  */
+uint64_t cp_profile_total(const struct cp_profile *profile);
+
+/* Thread names (the "comm" of each thread).  */
+int cp_profile_set_thread_name(struct cp_profile *profile, pid_t tid,
+			       const char *name);
+/* Borrowed, or NULL when unknown.  */
+const char *cp_profile_thread_name(const struct cp_profile *profile,
+				   pid_t tid);
+
+#endif

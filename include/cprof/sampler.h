@@ -1,0 +1,78 @@
+/* The sampler: the timer loop.  At each tick it stops the threads that
+ * matter, snapshots them, resumes them, and only then unwinds the copies and
+ * adds the stacks to the profile (symbolizing each new address once).  */
+#ifndef CPROF_SAMPLER_H
+#define CPROF_SAMPLER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cprof/profile.h"
+#include "cprof/symbols.h"
+#include "cprof/target.h"
+#include "cprof/unwinder.h"
+
+/* How a stopped thread is unwound.  */
+enum cp_unwind_mode {
+	CP_UNWIND_SNAPSHOT, /* copy regs + stack, resume, unwind the copy */
+	CP_UNWIND_PTRACE,   /* unwind through libunwind-ptrace while stopped */
+};
+
+struct cp_sampler_stats;
+
+struct cp_sampler_options {
+	unsigned frequency;      /* ticks per second, 1..10000 */
+	double duration;         /* seconds; <= 0: until stopped or exit */
+	bool wall;               /* sample sleeping threads too */
+	size_t max_depth;        /* frames kept per stack */
+	enum cp_unwind_mode unwind_mode;
+	/* Set (by a signal handler of the caller) to end the run.  The
+	 * sampler blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD while it works and
+	 * unblocks them only while waiting, so a signal is never missed.  */
+	volatile sig_atomic_t *stop;
+	/* Called about four times a second, for a progress line.  */
+	void (*progress)(void *arg, const struct cp_sampler_stats *stats);
+	void *progress_arg;
+};
+
+/* A log-linear histogram of durations in nanoseconds (about 3 %
+ * resolution).  */
+#define CP_HIST_SUB 32
+#define CP_HIST_EXP 40
+struct cp_hist {
+	uint64_t buckets[CP_HIST_EXP * CP_HIST_SUB];
+	uint64_t count;
+	uint64_t sum_ns;
+	uint64_t max_ns;
+};
+
+void cp_hist_add(struct cp_hist *hist, uint64_t ns);
+/* The value at quantile Q (0..1), in nanoseconds; 0 when empty.  */
+uint64_t cp_hist_quantile(const struct cp_hist *hist, double q);
+
+struct cp_sampler_stats {
+	double elapsed;           /* seconds since the first tick */
+	double duration;          /* requested, <= 0 when open-ended */
+	uint64_t samples;         /* stacks recorded */
+	uint64_t ticks_scheduled; /* deadlines that came due */
+	uint64_t ticks_missed;    /* deadlines skipped because we were late */
+	uint64_t threads_seen;
+	size_t threads_now;
+	uint64_t unwind_errors;   /* snapshots whose pc could not be read */
+	struct cp_hist stopped;   /* per-sample target stop time */
+	bool target_exited;
+	bool interrupted;         /* ended by *stop */
+};
+
+/* Sample TARGET into PROFILE until the duration ends, *STOP is set or the
+ * target exits.  STATS is filled in (also while running, for progress).
+ * Returns 0 or a -CP_E_* code for a failure of ours; the target is never
+ * detached here.  */
+int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
+		   struct cp_symbols *symbols, struct cp_profile *profile,
+		   const struct cp_sampler_options *options,
+		   struct cp_sampler_stats *stats);
+
+#endif

@@ -1,0 +1,67 @@
+/* The symbolizer: an address in the target -> function, source position,
+ * module.  libdwfl (elfutils) finds the modules from /proc/PID/maps, the ELF
+ * files, separate debug information and symbol tables.  Each distinct
+ * address is looked up once and cached.  */
+#ifndef CPROF_SYMBOLS_H
+#define CPROF_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct cp_symbols;
+
+struct cp_symbols_options {
+	const char *const *debuginfo_dirs; /* searched first; may be NULL */
+	size_t n_debuginfo_dirs;
+	int verbose;                       /* > 0: report lookup statistics */
+};
+
+/* One source-level frame at an address.  Strings are borrowed, valid until
+ * cp_symbols_free().  */
+struct cp_frame {
+	const char *function;   /* name, or "module+0xOFFSET", or "[unknown]" */
+	const char *file;       /* source file or NULL */
+	int line;               /* 0 when unknown */
+	bool inlined;           /* an inlined call inside the next frame */
+	bool named;             /* FUNCTION is a real symbol name */
+};
+
+/* What one address resolves to: one frame, or several when calls were
+ * inlined there (innermost first).  */
+struct cp_symbol {
+	uint64_t address;
+	const char *module;     /* basename of the module, or NULL */
+	const char *module_path;/* full path of the module, or NULL */
+	uint64_t module_offset; /* ADDRESS minus the module's load bias */
+	size_t nframes;         /* >= 1 */
+	const struct cp_frame *frames;
+};
+
+/* A symbolizer for process PID; reads its mappings now.  Returns 0 or a
+ * -CP_E_* code.  */
+int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
+		   struct cp_symbols **out);
+
+void cp_symbols_free(struct cp_symbols *symbols);
+
+/* Resolve ADDRESS (already adjusted: pc for the innermost frame, return
+ * address - 1 for the others).  Never NULL; borrowed, valid until
+ * cp_symbols_free().  An address in no known module re-reads the target's
+ * mappings at most once per cp_symbols_new_epoch() call.  */
+const struct cp_symbol *cp_symbols_lookup(struct cp_symbols *symbols,
+					  uint64_t address);
+
+/* Start a new epoch (one sampling tick): allows one more re-read of the
+ * mappings when an unknown address shows up.  */
+void cp_symbols_new_epoch(struct cp_symbols *symbols);
+
+/* The target's mappings changed (exec): re-read them now.  */
+void cp_symbols_refresh(struct cp_symbols *symbols);
+
+/* Counters: distinct addresses resolved, cached hits, mapping re-reads.  */
+void cp_symbols_stats(const struct cp_symbols *symbols, uint64_t *lookups,
+		      uint64_t *hits, uint64_t *rereads);
+
+#endif

@@ -1,0 +1,129 @@
+/* The target: a running process, its threads, and every ptrace call cprof
+ * makes on it.  Nothing else in cprof calls ptrace.
+ *
+ * Discipline (see STYLE.md): PTRACE_SEIZE, never PTRACE_ATTACH or
+ * PTRACE_O_EXITKILL; PTRACE_INTERRUPT to stop a thread; every stop we did not
+ * ask for belongs to the target and is passed back unchanged (signals are
+ * re-injected, group-stops are kept with PTRACE_LISTEN).  */
+#ifndef CPROF_TARGET_H
+#define CPROF_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+struct cp_target;
+
+/* One thread of the target.  Fields are read-only for callers.  */
+struct cp_thread {
+	pid_t tid;
+	int stat_fd;          /* /proc/PID/task/TID/stat, kept open for pread */
+	bool selected;        /* sampled (all threads unless -t was given) */
+	bool group_stopped;   /* in a group-stop (SIGSTOP): resumed with LISTEN */
+	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */
+	bool stopped;         /* in a ptrace-stop that we are holding */
+	int pending_signal;   /* signal to hand back when resuming, 0 for none */
+	uint64_t samples;     /* samples taken from this thread */
+	char name[16];        /* comm, read when first seen */
+};
+
+/* Raw data of one stopped thread, taken as fast as possible and handed to
+ * the unwinder.  The stack copy starts a little below the stack pointer
+ * (the x86-64 red zone) and ends at the end of the stack mapping or after
+ * CP_TARGET_STACK_MAX bytes, whichever comes first.  */
+struct cp_snapshot {
+	pid_t tid;
+	struct user_regs_struct regs;
+	uint64_t stack_addr;       /* target address of stack[0] */
+	size_t stack_len;          /* bytes valid in stack[] */
+	size_t stack_cap;          /* size of the buffer */
+	unsigned char *stack;      /* owned by whoever filled it; reused */
+};
+
+#define CP_TARGET_STACK_MAX (256 * 1024)
+
+/* Flags for cp_target_attach.  */
+enum {
+	CP_TARGET_FOLLOW_CLONES = 1 << 0, /* seize new threads at birth */
+};
+
+/* Seize the threads of PID.  TIDS/NTIDS, when NTIDS > 0, limits the
+ * threads seized to those (each must belong to PID).  The target is not
+ * stopped.  Returns 0 and a new target in *OUT, or a -CP_E_* code:
+ * NOPROC, ZOMBIE, KTHREAD, SELF, PERM (errno EPERM), TRACED (the tracer in
+ * *TRACER when not NULL), INVAL (a TID not in PID).  A failure half-way
+ * detaches what was attached.  */
+int cp_target_attach(pid_t pid, const pid_t *tids, size_t ntids,
+		     unsigned flags, struct cp_target **out, pid_t *tracer);
+
+/* Start ARGV (searched in PATH) as a child, seize it before it executes
+ * anything of its own, and return the target with the child's PID.  The
+ * child's standard streams are ours.  -CP_E_EXEC with errno set when the
+ * command cannot be executed.  */
+int cp_target_launch(char *const argv[], unsigned flags,
+		     struct cp_target **out);
+
+pid_t cp_target_pid(const struct cp_target *target);
+
+/* True when the target was started by cp_target_launch.  */
+bool cp_target_launched(const struct cp_target *target);
+
+/* Threads currently known; borrowed, valid until the next call that can
+ * change the thread list (any call below taking the target).  */
+struct cp_thread *cp_target_threads(struct cp_target *target, size_t *count);
+
+/* Threads seen since attach, including those that exited.  */
+size_t cp_target_threads_seen(const struct cp_target *target);
+
+/* True once every thread of the target has exited.  */
+bool cp_target_exited(const struct cp_target *target);
+
+/* Exit status of the target as waitpid reported it (launched children
+ * and the thread group leader), or -1 when unknown.  */
+int cp_target_exit_status(const struct cp_target *target);
+
+/* Set when the target replaced its image with execve since the last call
+ * to this function (its mappings are new).  */
+bool cp_target_take_exec(struct cp_target *target);
+
+/* Collect and handle every pending ptrace event without blocking: new
+ * threads, exits, signals (passed back), group-stops.  Returns the number
+ * of events handled.  */
+int cp_target_poll(struct cp_target *target);
+
+/* The run state letter of THREAD from /proc (pread on the kept fd), '?'
+ * when unreadable.  Read this before interrupting: after, it is 't'.  */
+char cp_target_thread_state(struct cp_target *target, struct cp_thread *thread);
+
+/* Stop THREAD and wait until it is in a ptrace-stop we hold, handling
+ * whatever else it reports meanwhile.  Returns 0 or -CP_E_GONE.  May add
+ * threads (clone events), so THREAD pointers obtained earlier from
+ * cp_target_threads are refreshed by the caller through the TID.  */
+int cp_target_stop(struct cp_target *target, pid_t tid);
+
+/* Copy the registers and the stack of a stopped thread into SNAP (its
+ * stack buffer is grown as needed).  Returns 0, -CP_E_GONE or -CP_E_SYS.  */
+int cp_target_snapshot(struct cp_target *target, pid_t tid,
+		       struct cp_snapshot *snap);
+
+/* Let a thread stopped by cp_target_stop run again (PTRACE_CONT, or
+ * PTRACE_LISTEN when it is in a group-stop).  */
+int cp_target_resume(struct cp_target *target, pid_t tid);
+
+/* Learn where the stack of TID ends from its stack pointer SP, so later
+ * snapshots copy exactly the used stack.  Reads /proc/PID/maps when needed,
+ * so call it after cp_target_resume, never while the thread is held.  */
+void cp_target_learn_stack(struct cp_target *target, pid_t tid, uint64_t sp);
+
+/* Stop every thread, hand back pending signals and detach; the target runs
+ * exactly as before (a group-stopped target stays stopped).  Safe to call
+ * on an exited target.  Frees TARGET.  NULL is fine.  */
+void cp_target_detach(struct cp_target *target);
+
+/* Read target memory (process_vm_readv, no stop needed).  Returns the
+ * number of bytes read (may be short) or -1 with errno.  */
+ssize_t cp_target_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+
+#endif

@@ -1,0 +1,518 @@
+/* cprof-attach: sample a running program's stacks from outside.  A thin
+ * layer over libcprof: options, messages, exit codes.  */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "cprof/error.h"
+#include "cprof/output.h"
+#include "cprof/procfs.h"
+#include "cprof/profile.h"
+#include "cprof/sampler.h"
+#include "cprof/symbols.h"
+#include "cprof/target.h"
+#include "cprof/unwinder.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* The only globals: what the signal handlers need.  */
+static volatile sig_atomic_t stop_requested;
+static volatile pid_t launched_child;
+
+static const char usage_text[] =
+	"Usage: cprof-attach [OPTIONS] PID\n"
+	"       cprof-attach [OPTIONS] -- COMMAND [ARG...]\n"
+	"Sample the CPU stacks of a running program from outside, with ptrace.\n"
+	"\n"
+	"  -d, --duration SECONDS   stop after SECONDS (decimals allowed); default:\n"
+	"                           until Ctrl-C or the target exits\n"
+	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
+	"  -o, --output FILE        where to write the profile (default: standard output)\n"
+	"      --format FORMAT      folded (default)\n"
+	"      --wall               also sample threads that are sleeping or blocked\n"
+	"                           (wall-clock profile); default: only running threads\n"
+	"  -t, --tid TID            sample only this thread (repeatable)\n"
+	"      --threads            begin each stack with a frame naming its thread: \"TID name\"\n"
+	"      --max-depth N        frames kept per stack, innermost first (default 512)\n"
+	"      --unwind MODE        snapshot (default): copy the stack, resume, unwind the\n"
+	"                           copy; ptrace: unwind while the thread is stopped\n"
+	"  -q, --quiet              no progress line and no summary\n"
+	"  -v, --verbose            more detail on stderr\n"
+	"  -h, --help               show this help\n"
+	"  -V, --version            show the version\n"
+	"\n"
+	"Exit status: 0 profile written, 1 runtime failure, 2 usage error or bad input.\n";
+
+struct options {
+	double duration;
+	unsigned frequency;
+	const char *output;
+	bool wall;
+	pid_t *tids;
+	size_t ntids;
+	bool threads;
+	size_t max_depth;
+	enum cp_unwind_mode unwind_mode;
+	bool quiet;
+	int verbose;
+	pid_t pid;
+	char **command;
+};
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("cprof-attach: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputs(" (see cprof-attach --help)\n", stderr);
+	va_end(ap);
+	exit(EXIT_USAGE);
+}
+
+static void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void message(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("cprof-attach: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static long parse_long(const char *text, const char *what, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < lo || v > hi)
+		die_usage("invalid %s '%s': expected a whole number from %ld to %ld",
+			  what, text, lo, hi);
+	return v;
+}
+
+static void parse_options(int argc, char **argv, struct options *o)
+{
+	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,
+	       OPT_UNWIND };
+	static const struct option longopts[] = {
+		{"duration", required_argument, NULL, 'd'},
+		{"frequency", required_argument, NULL, 'F'},
+		{"output", required_argument, NULL, 'o'},
+		{"format", required_argument, NULL, OPT_FORMAT},
+		{"wall", no_argument, NULL, OPT_WALL},
+		{"tid", required_argument, NULL, 't'},
+		{"threads", no_argument, NULL, OPT_THREADS},
+		{"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
+		{"unwind", required_argument, NULL, OPT_UNWIND},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	o->frequency = 99;
+	o->max_depth = 512;
+	o->unwind_mode = CP_UNWIND_SNAPSHOT;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "+:d:F:o:t:qvhV", longopts,
+				NULL)) != -1) {
+		switch (c) {
+		case 'd': {
+			char *end;
+			errno = 0;
+			double d = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(d) ||
+			    d <= 0)
+				die_usage("invalid duration '%s': expected a positive number of seconds",
+					  optarg);
+			o->duration = d;
+			break;
+		}
+		case 'F':
+			o->frequency = (unsigned)parse_long(optarg, "frequency",
+							    1, 10000);
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "folded") != 0)
+				die_usage("unknown format '%s': supported: folded",
+					  optarg);
+			break;
+		case OPT_WALL:
+			o->wall = true;
+			break;
+		case 't': {
+			pid_t *grown = realloc(o->tids,
+					       (o->ntids + 1) * sizeof(*grown));
+			if (!grown) {
+				message("out of memory");
+				exit(EXIT_RUNTIME);
+			}
+			o->tids = grown;
+			o->tids[o->ntids++] =
+				(pid_t)parse_long(optarg, "thread id", 1, INT_MAX);
+			break;
+		}
+		case OPT_THREADS:
+			o->threads = true;
+			break;
+		case OPT_MAX_DEPTH:
+			o->max_depth = (size_t)parse_long(optarg, "max depth",
+							  1, 65536);
+			break;
+		case OPT_UNWIND:
+			if (strcmp(optarg, "snapshot") == 0)
+				o->unwind_mode = CP_UNWIND_SNAPSHOT;
+			else if (strcmp(optarg, "ptrace") == 0)
+				o->unwind_mode = CP_UNWIND_PTRACE;
+			else
+				die_usage("unknown unwind mode '%s': snapshot or ptrace",
+					  optarg);
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(EXIT_OK);
+		case 'V':
+			printf("cprof-attach %s\n", CP_VERSION);
+			exit(EXIT_OK);
+		case ':':
+			die_usage("option '%s' needs a value", argv[optind - 1]);
+		default:
+			die_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	bool dashdash = optind > 0 && optind <= argc &&
+			strcmp(argv[optind - 1], "--") == 0;
+	if (optind >= argc)
+		die_usage("missing PID or -- COMMAND");
+	if (dashdash) {
+		o->command = &argv[optind];
+		if (o->ntids)
+			die_usage("--tid cannot be used with a launched COMMAND");
+		return;
+	}
+	if (optind + 1 != argc)
+		die_usage("unexpected argument '%s' after the PID (to run a command: -- COMMAND)",
+			  argv[optind + 1]);
+	o->pid = (pid_t)parse_long(argv[optind], "PID", 1, INT_MAX);
+}
+
+static void on_stop_signal(int sig, siginfo_t *info, void *context)
+{
+	(void)context;
+	stop_requested = 1;
+	/* Ctrl-C from the terminal reaches the whole foreground process group,
+	 * the launched command included; a SIGINT sent to us alone (kill) is
+	 * passed on so the command sees it as well.  */
+	if (sig == SIGINT && launched_child > 0 && info && info->si_code <= 0)
+		kill(launched_child, SIGINT);
+}
+
+static void install_handlers(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_stop_signal;
+	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: waits end early */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	/* A closed output pipe is reported as a write error, not a death
+	 * that would leave nothing written.  */
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static void proc_comm(pid_t pid, char *buf, size_t size)
+{
+	cp_procfs_comm(pid, 0, buf, size);
+	if (!buf[0])
+		snprintf(buf, size, "?");
+}
+
+/* Explain an attach failure; returns the exit code.  */
+static int explain_attach_error(int rc, pid_t pid, pid_t tracer,
+				const struct options *o)
+{
+	char comm[64];
+	switch (-rc) {
+	case CP_E_NOPROC:
+		message("no process with PID %d (is it still running? check with: ps -p %d)",
+			(int)pid, (int)pid);
+		return EXIT_USAGE;
+	case CP_E_ZOMBIE:
+		message("process %d is a zombie: it has exited and waits for its parent to reap it; there is nothing to profile",
+			(int)pid);
+		return EXIT_USAGE;
+	case CP_E_KTHREAD:
+		proc_comm(pid, comm, sizeof(comm));
+		message("process %d (%s) is a kernel thread; cprof-attach profiles user-space programs (for the kernel use perf)",
+			(int)pid, comm);
+		return EXIT_USAGE;
+	case CP_E_SELF:
+		message("PID %d is cprof-attach itself; give the PID of the program to profile",
+			(int)pid);
+		return EXIT_USAGE;
+	case CP_E_TRACED:
+		proc_comm(tracer, comm, sizeof(comm));
+		message("cannot attach to %d: already traced by %d (%s); a process can have only one tracer: detach it first (gdb: detach; strace: Ctrl-C)",
+			(int)pid, (int)tracer, comm);
+		return EXIT_RUNTIME;
+	case CP_E_INVAL: {
+		/* Name the first TID that is not a thread of PID.  */
+		pid_t bad = o->ntids ? o->tids[0] : 0;
+		for (size_t i = 0; i < o->ntids; i++) {
+			char path[64];
+			snprintf(path, sizeof(path), "/proc/%d/task/%d",
+				 (int)pid, (int)o->tids[i]);
+			if (access(path, F_OK) != 0) {
+				bad = o->tids[i];
+				break;
+			}
+		}
+		message("thread %d is not a thread of process %d (see /proc/%d/task)",
+			(int)bad, (int)pid, (int)pid);
+		return EXIT_USAGE;
+	}
+	case CP_E_PERM: {
+		char *text;
+		size_t len;
+		int scope = -1;
+		if (cp_procfs_slurp("/proc/sys/kernel/yama/ptrace_scope",
+				    &text, &len) == 0) {
+			scope = atoi(text);
+			free(text);
+		}
+		if (scope >= 1)
+			message("cannot attach to %d: not permitted: kernel.yama.ptrace_scope is %d, which allows tracing only descendants; run as root (or with CAP_SYS_PTRACE), or set it to 0: sysctl kernel.yama.ptrace_scope=0",
+				(int)pid, scope);
+		else
+			message("cannot attach to %d: not permitted: it belongs to another user or is privileged; run as the same user or with CAP_SYS_PTRACE (e.g. sudo)",
+				(int)pid);
+		return EXIT_RUNTIME;
+	}
+	default:
+		message("cannot attach to %d: %s%s%s", (int)pid,
+			cp_strerror(rc), rc == -CP_E_SYS ? ": " : "",
+			rc == -CP_E_SYS ? strerror(errno) : "");
+		return EXIT_RUNTIME;
+	}
+}
+
+static void progress(void *arg, const struct cp_sampler_stats *s)
+{
+	(void)arg;
+	if (s->duration > 0)
+		fprintf(stderr, "\rcprof-attach: %.1f s / %.1f s, %" PRIu64
+				" samples, %zu threads\033[K",
+			s->elapsed, s->duration, s->samples, s->threads_now);
+	else
+		fprintf(stderr, "\rcprof-attach: %.1f s, %" PRIu64
+				" samples, %zu threads (Ctrl-C to stop)\033[K",
+			s->elapsed, s->samples, s->threads_now);
+	fflush(stderr);
+}
+
+static size_t sampled_threads(const struct cp_profile *profile)
+{
+	size_t n, count = 0;
+	const struct cp_sample *samples = cp_profile_samples(profile, &n);
+	/* Few threads: a quadratic scan over distinct tids is fine.  */
+	pid_t seen[1024];
+	for (size_t i = 0; i < n && count < 1024; i++) {
+		bool known = false;
+		for (size_t j = 0; j < count && !known; j++)
+			known = seen[j] == samples[i].tid;
+		if (!known)
+			seen[count++] = samples[i].tid;
+	}
+	return count;
+}
+
+static void summary(const struct options *o, const struct cp_sampler_stats *s,
+		    const struct cp_profile *profile, const char *path)
+{
+	double missed_pct = s->ticks_scheduled
+				    ? 100.0 * (double)s->ticks_missed /
+					      (double)s->ticks_scheduled
+				    : 0.0;
+	message("%" PRIu64 " samples from %" PRIu64 " threads in %.2f s; %"
+		PRIu64 " of %" PRIu64 " ticks missed (%.1f%%)",
+		s->samples, s->threads_seen, s->elapsed, s->ticks_missed,
+		s->ticks_scheduled, missed_pct);
+	if (s->stopped.count) {
+		size_t threads = sampled_threads(profile);
+		double share = s->elapsed > 0 && threads
+				       ? 100.0 * (double)s->stopped.sum_ns /
+						 (s->elapsed * 1e9 * (double)threads)
+				       : 0.0;
+		message("target stopped per sample: median %.1f us, p99 %.1f us; %.3f%% of each sampled thread's wall time",
+			(double)cp_hist_quantile(&s->stopped, 0.5) / 1000.0,
+			(double)cp_hist_quantile(&s->stopped, 0.99) / 1000.0,
+			share);
+	}
+	if (s->samples == 0 && !o->wall)
+		message("no samples: no thread of the target was running on a CPU; for blocked or sleeping threads use --wall");
+	if (strcmp(path, "-") == 0)
+		message("profile written to standard output");
+	else
+		message("profile written to %s", path);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {0};
+	parse_options(argc, argv, &o);
+	install_handlers();
+
+	int exit_code = EXIT_RUNTIME;
+	struct cp_output *out = NULL;
+	struct cp_target *target = NULL;
+	struct cp_unwinder *unwinder = NULL;
+	struct cp_symbols *symbols = NULL;
+	struct cp_profile *profile = NULL;
+	int rc;
+
+	/* Create the output first: an unwritable destination is reported
+	 * before the target is touched.  */
+	rc = cp_output_open(o.output, &out);
+	if (rc < 0) {
+		message("cannot create output file %s: %s", o.output,
+			strerror(errno));
+		exit_code = EXIT_RUNTIME;
+		goto out;
+	}
+
+	if (o.command) {
+		rc = cp_target_launch(o.command, CP_TARGET_FOLLOW_CLONES, &target);
+		if (rc == -CP_E_EXEC) {
+			message("cannot run '%s': %s", o.command[0],
+				strerror(errno));
+			exit_code = EXIT_USAGE;
+			goto out;
+		}
+		if (rc < 0) {
+			message("cannot start '%s': %s: %s", o.command[0],
+				cp_strerror(rc), strerror(errno));
+			goto out;
+		}
+		launched_child = cp_target_pid(target);
+	} else {
+		pid_t tracer = 0;
+		rc = cp_target_attach(o.pid, o.tids, o.ntids,
+				      CP_TARGET_FOLLOW_CLONES, &target, &tracer);
+		if (rc < 0) {
+			exit_code = explain_attach_error(rc, o.pid, tracer, &o);
+			goto out;
+		}
+	}
+	pid_t pid = cp_target_pid(target);
+	if (o.verbose) {
+		size_t n;
+		cp_target_threads(target, &n);
+		message("attached to %d (%zu threads), %u Hz", (int)pid, n,
+			o.frequency);
+	}
+
+	rc = cp_unwinder_new(pid, &unwinder);
+	if (rc == 0) {
+		struct cp_symbols_options so = {.verbose = o.verbose};
+		rc = cp_symbols_new(pid, &so, &symbols);
+	}
+	profile = cp_profile_new();
+	if (rc < 0 || !profile) {
+		if (rc == -CP_E_NOPROC)
+			message("process %d exited before any sample", (int)pid);
+		else
+			message("cannot set up profiling of %d: %s", (int)pid,
+				cp_strerror(rc ? rc : -CP_E_NOMEM));
+		goto out;
+	}
+
+	struct cp_sampler_options so = {
+		.frequency = o.frequency,
+		.duration = o.duration,
+		.wall = o.wall,
+		.max_depth = o.max_depth,
+		.unwind_mode = o.unwind_mode,
+		.stop = &stop_requested,
+		.progress = !o.quiet && isatty(STDERR_FILENO) ? progress : NULL,
+	};
+	struct cp_sampler_stats stats;
+	rc = cp_sampler_run(target, unwinder, symbols, profile, &so, &stats);
+	if (so.progress)
+		fputs("\r\033[K", stderr);
+
+	/* Let the target go before writing anything: it runs on while we
+	 * format.  */
+	bool exited = stats.target_exited;
+	cp_target_detach(target);
+	target = NULL;
+
+	if (rc < 0) {
+		message("sampling failed: %s; the target was detached",
+			cp_strerror(rc));
+		/* Keep what was collected.  */
+	}
+	if (stats.samples == 0 && exited) {
+		message("process %d exited before any sample was taken",
+			(int)pid);
+		exit_code = EXIT_RUNTIME;
+		goto out;
+	}
+	if (o.verbose) {
+		uint64_t lookups, hits, rereads;
+		cp_symbols_stats(symbols, &lookups, &hits, &rereads);
+		message("symbolized %" PRIu64 " distinct addresses, %" PRIu64
+			" cache hits, %" PRIu64 " mapping re-reads",
+			lookups, hits, rereads);
+	}
+
+	struct cp_folded_options fo = {.threads = o.threads};
+	rc = cp_write_folded(profile, &fo, cp_output_stream(out));
+	if (rc < 0) {
+		message("cannot write the profile to %s: %s",
+			cp_output_path(out), strerror(errno));
+		goto out;
+	}
+	const char *path = o.output ? o.output : "-";
+	rc = cp_output_commit(out);
+	out = NULL;
+	if (rc < 0) {
+		message("cannot write the profile to %s: %s", path,
+			strerror(errno));
+		goto out;
+	}
+	if (!o.quiet)
+		summary(&o, &stats, profile, path);
+	exit_code = rc < 0 ? EXIT_RUNTIME : EXIT_OK;
+out:
+	cp_target_detach(target);
+	cp_output_abort(out);
+	cp_profile_free(profile);
+	cp_symbols_free(symbols);
+	cp_unwinder_free(unwinder);
+	free(o.tids);
+	return exit_code;
+}

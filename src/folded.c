@@ -1,0 +1,172 @@
+/* The folded-stacks writer (Brendan Gregg's FlameGraph input format).  */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cprof/error.h"
+#include "cprof/output.h"
+
+struct text {
+	char *data;
+	size_t len, cap;
+};
+
+static bool text_put(struct text *t, const char *s, size_t n)
+{
+	if (t->len + n + 1 > t->cap) {
+		size_t cap = t->cap ? t->cap : 256;
+		while (cap < t->len + n + 1)
+			cap *= 2;
+		char *grown = realloc(t->data, cap);
+		if (!grown)
+			return false;
+		t->data = grown;
+		t->cap = cap;
+	}
+	memcpy(t->data + t->len, s, n);
+	t->len += n;
+	t->data[t->len] = '\0';
+	return true;
+}
+
+static bool text_frame(struct text *t, const char *s)
+{
+	/* ';' separates frames and the last space separates the count, so a
+	 * ';' inside a name would split it: FlameGraph's convention is ':'. */
+	if (t->len > 0 && !text_put(t, ";", 1))
+		return false;
+	size_t start = t->len;
+	if (!text_put(t, s, strlen(s)))
+		return false;
+	for (size_t i = start; i < t->len; i++)
+		if (t->data[i] == ';' || t->data[i] == '\n')
+			t->data[i] = ':';
+	return true;
+}
+
+/* Render the stack of SAMPLE, root first, into T.  */
+static bool render(const struct cp_profile *p, const struct cp_sample *sample,
+		   const struct cp_folded_options *o, struct text *t)
+{
+	char buf[512];
+	t->len = 0;
+	if (o->threads) {
+		const char *name = cp_profile_thread_name(p, sample->tid);
+		snprintf(buf, sizeof(buf), "%d %s", (int)sample->tid,
+			 name ? name : "");
+		if (!text_frame(t, buf))
+			return false;
+	}
+	size_t n;
+	const uint32_t *locs = cp_profile_stack(p, sample->stack, &n);
+	for (size_t i = n; i-- > 0;) {
+		const struct cp_location *loc = cp_profile_location(p, locs[i]);
+		if (!loc)
+			continue;
+		for (uint32_t j = loc->nlines; j-- > 0;) {
+			const struct cp_line *line = &loc->lines[j];
+			if (line->inlined && o->no_inline)
+				continue;
+			const char *fn = cp_profile_string(p, line->function);
+			const char *file = cp_profile_string(p, line->file);
+			int len;
+			if (o->lines && *file && line->line > 0) {
+				const char *base = strrchr(file, '/');
+				len = snprintf(buf, sizeof(buf), "%s (%s:%d)%s",
+					       fn, base ? base + 1 : file,
+					       line->line,
+					       line->inlined ? "_[i]" : "");
+			} else {
+				len = snprintf(buf, sizeof(buf), "%s%s", fn,
+					       line->inlined ? "_[i]" : "");
+			}
+			if (len >= (int)sizeof(buf)) {
+				/* A very long (C++) name: write it whole. */
+				if (!text_frame(t, fn))
+					return false;
+				if (line->inlined && !text_put(t, "_[i]", 4))
+					return false;
+				continue;
+			}
+			if (!text_frame(t, buf))
+				return false;
+		}
+	}
+	return true;
+}
+
+struct line_count {
+	uint32_t text; /* string id in the scratch profile */
+	uint64_t count;
+};
+
+static int compare_lines(const void *a, const void *b, void *texts)
+{
+	const struct line_count *x = a, *y = b;
+	return strcmp(cp_profile_string(texts, x->text),
+		      cp_profile_string(texts, y->text));
+}
+
+int cp_write_folded(const struct cp_profile *p,
+		    const struct cp_folded_options *options, FILE *stream)
+{
+	static const struct cp_folded_options defaults;
+	const struct cp_folded_options *o = options ? options : &defaults;
+	int rc = -CP_E_NOMEM;
+	struct text t = {0};
+	/* Different addresses (and threads) can fold to the same text: merge
+	 * them through a scratch string table.  */
+	struct cp_profile *texts = cp_profile_new();
+	struct line_count *lines = NULL;
+	size_t nlines = 0, cap = 0;
+	size_t nsamples;
+	const struct cp_sample *samples = cp_profile_samples(p, &nsamples);
+	if (!texts)
+		goto out;
+	for (size_t i = 0; i < nsamples; i++) {
+		if (samples[i].count == 0)
+			continue;
+		if (!render(p, &samples[i], o, &t))
+			goto out;
+		uint32_t id = cp_profile_intern(texts, t.data ? t.data : "",
+						t.len);
+		if (id == UINT32_MAX)
+			goto out;
+		/* Ids are dense and grow by one for each new text.  */
+		if (id >= nlines) {
+			if (nlines == cap) {
+				cap = cap ? 2 * cap : 256;
+				struct line_count *grown =
+					realloc(lines, cap * sizeof(*grown));
+				if (!grown)
+					goto out;
+				lines = grown;
+			}
+			while (nlines <= id) {
+				lines[nlines].text = (uint32_t)nlines;
+				lines[nlines].count = 0;
+				nlines++;
+			}
+		}
+		lines[id].count += samples[i].count;
+	}
+	if (nlines > 0)
+		qsort_r(lines, nlines, sizeof(*lines), compare_lines, texts);
+	rc = 0;
+	for (size_t i = 0; i < nlines; i++) {
+		if (lines[i].count == 0)
+			continue;
+		if (fprintf(stream, "%s %llu\n",
+			    cp_profile_string(texts, lines[i].text),
+			    (unsigned long long)lines[i].count) < 0) {
+			rc = -CP_E_SYS;
+			break;
+		}
+	}
+out:
+	free(t.data);
+	free(lines);
+	cp_profile_free(texts);
+	return rc;
+}

@@ -1,0 +1,359 @@
+/* Parsers and readers for /proc files.  */
+#include "cprof/procfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cprof/error.h"
+
+int cp_procfs_slurp(const char *path, char **text, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -CP_E_SYS;
+	size_t cap = 4096, used = 0;
+	char *buf = malloc(cap + 1);
+	if (!buf)
+		goto fail_nomem;
+	for (;;) {
+		if (used == cap) {
+			char *grown = realloc(buf, 2 * cap + 1);
+			if (!grown)
+				goto fail_nomem;
+			buf = grown;
+			cap *= 2;
+		}
+		ssize_t n = read(fd, buf + used, cap - used);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int saved = errno;
+			free(buf);
+			close(fd);
+			errno = saved;
+			return -CP_E_SYS;
+		}
+		if (n == 0)
+			break;
+		used += (size_t)n;
+	}
+	close(fd);
+	buf[used] = '\0';
+	*text = buf;
+	*len = used;
+	return 0;
+fail_nomem:
+	free(buf);
+	close(fd);
+	errno = ENOMEM;
+	return -CP_E_NOMEM;
+}
+
+/* Parse an unsigned hex number at *P, advancing it.  */
+static bool parse_hex(const char **p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = *p;
+	if (s >= end)
+		return false;
+	const char *start = s;
+	for (; s < end; s++) {
+		int d;
+		if (*s >= '0' && *s <= '9')
+			d = *s - '0';
+		else if (*s >= 'a' && *s <= 'f')
+			d = *s - 'a' + 10;
+		else if (*s >= 'A' && *s <= 'F')
+			d = *s - 'A' + 10;
+		else
+			break;
+		v = (v << 4) | (uint64_t)d;
+	}
+	if (s == start)
+		return false;
+	*p = s;
+	*out = v;
+	return true;
+}
+
+static bool parse_dec(const char **p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = *p;
+	const char *start = s;
+	for (; s < end && *s >= '0' && *s <= '9'; s++)
+		v = v * 10 + (uint64_t)(*s - '0');
+	if (s == start)
+		return false;
+	*p = s;
+	*out = v;
+	return true;
+}
+
+static bool expect(const char **p, const char *end, char c)
+{
+	if (*p >= end || **p != c)
+		return false;
+	(*p)++;
+	return true;
+}
+
+static void skip_spaces(const char **p, const char *end)
+{
+	while (*p < end && **p == ' ')
+		(*p)++;
+}
+
+/* One maps line: "start-end perms offset dev:dev inode   path".  The path
+ * is everything after the inode and its padding, spaces included.  */
+static bool parse_map_line(const char *s, const char *end, struct cp_map *m)
+{
+	uint64_t dev;
+	if (!parse_hex(&s, end, &m->start) || !expect(&s, end, '-') ||
+	    !parse_hex(&s, end, &m->end) || !expect(&s, end, ' '))
+		return false;
+	if (end - s < 5)
+		return false;
+	m->readable = s[0] == 'r';
+	m->writable = s[1] == 'w';
+	m->executable = s[2] == 'x';
+	s += 4;
+	if (!expect(&s, end, ' ') || !parse_hex(&s, end, &m->offset) ||
+	    !expect(&s, end, ' ') || !parse_hex(&s, end, &dev) ||
+	    !expect(&s, end, ':') || !parse_hex(&s, end, &dev) ||
+	    !expect(&s, end, ' ') || !parse_dec(&s, end, &m->inode))
+		return false;
+	if (m->end < m->start)
+		return false;
+	skip_spaces(&s, end);
+	size_t n = (size_t)(end - s);
+	m->path = malloc(n + 1);
+	if (!m->path)
+		return false;
+	memcpy(m->path, s, n);
+	m->path[n] = '\0';
+	return true;
+}
+
+static int compare_maps(const void *a, const void *b)
+{
+	const struct cp_map *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int cp_maps_parse(const char *text, size_t len, struct cp_maps **out,
+		  size_t *bad_line)
+{
+	struct cp_maps *maps = calloc(1, sizeof(*maps));
+	if (!maps)
+		return -CP_E_NOMEM;
+	size_t cap = 0, line_no = 0;
+	const char *p = text, *end = text + len;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (!eol)
+			eol = end;
+		line_no++;
+		if (eol > p) {
+			if (maps->count == cap) {
+				cap = cap ? cap * 2 : 64;
+				struct cp_map *grown =
+					realloc(maps->maps, cap * sizeof(*grown));
+				if (!grown) {
+					cp_maps_free(maps);
+					return -CP_E_NOMEM;
+				}
+				maps->maps = grown;
+			}
+			struct cp_map *m = &maps->maps[maps->count];
+			memset(m, 0, sizeof(*m));
+			if (!parse_map_line(p, eol, m)) {
+				free(m->path);
+				cp_maps_free(maps);
+				if (bad_line)
+					*bad_line = line_no;
+				return -CP_E_PARSE;
+			}
+			maps->count++;
+		}
+		p = eol + 1;
+	}
+	qsort(maps->maps, maps->count, sizeof(*maps->maps), compare_maps);
+	*out = maps;
+	return 0;
+}
+
+int cp_maps_read(pid_t pid, struct cp_maps **out)
+{
+	char path[64];
+	char *text;
+	size_t len;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	int rc = cp_procfs_slurp(path, &text, &len);
+	if (rc < 0)
+		return errno == ENOENT || errno == ESRCH ? -CP_E_NOPROC : rc;
+	rc = cp_maps_parse(text, len, out, NULL);
+	free(text);
+	return rc;
+}
+
+const struct cp_map *cp_maps_find(const struct cp_maps *maps, uint64_t addr)
+{
+	if (!maps)
+		return NULL;
+	size_t lo = 0, hi = maps->count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct cp_map *m = &maps->maps[mid];
+		if (addr < m->start)
+			hi = mid;
+		else if (addr >= m->end)
+			lo = mid + 1;
+		else
+			return m;
+	}
+	return NULL;
+}
+
+void cp_maps_free(struct cp_maps *maps)
+{
+	if (!maps)
+		return;
+	for (size_t i = 0; i < maps->count; i++)
+		free(maps->maps[i].path);
+	free(maps->maps);
+	free(maps);
+}
+
+int cp_task_stat_parse(const char *text, size_t len, struct cp_task_stat *out)
+{
+	memset(out, 0, sizeof(*out));
+	const char *end = text + len;
+	const char *p = text;
+	uint64_t v;
+	if (!parse_dec(&p, end, &v) || !expect(&p, end, ' ') ||
+	    !expect(&p, end, '('))
+		return -CP_E_PARSE;
+	out->tid = (pid_t)v;
+	/* The command name is free text: it may hold spaces and parentheses,
+	 * so its end is the last ')' of the line.  */
+	const char *close = NULL;
+	for (const char *q = end; q > p; q--)
+		if (q[-1] == ')') {
+			close = q - 1;
+			break;
+		}
+	if (!close)
+		return -CP_E_PARSE;
+	size_t n = (size_t)(close - p);
+	if (n >= sizeof(out->comm))
+		n = sizeof(out->comm) - 1;
+	memcpy(out->comm, p, n);
+	out->comm[n] = '\0';
+	p = close + 1;
+	if (!expect(&p, end, ' ') || p >= end)
+		return -CP_E_PARSE;
+	out->state = *p++;
+	/* Fields after the state: ppid pgrp session tty_nr tpgid flags.  */
+	uint64_t fields[6];
+	for (int i = 0; i < 6; i++) {
+		if (!expect(&p, end, ' '))
+			return -CP_E_PARSE;
+		bool negative = p < end && *p == '-';
+		if (negative)
+			p++;
+		if (!parse_dec(&p, end, &fields[i]))
+			return -CP_E_PARSE;
+	}
+	out->ppid = (pid_t)fields[0];
+	out->flags = (unsigned long)fields[5];
+	return 0;
+}
+
+int cp_task_stat_read(pid_t pid, pid_t tid, struct cp_task_stat *out)
+{
+	char path[64];
+	char *text;
+	size_t len;
+	if (tid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid,
+			 (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int rc = cp_procfs_slurp(path, &text, &len);
+	if (rc < 0)
+		return errno == ENOENT || errno == ESRCH ? -CP_E_NOPROC : rc;
+	rc = cp_task_stat_parse(text, len, out);
+	free(text);
+	return rc;
+}
+
+const char *cp_task_state_name(char state)
+{
+	switch (state) {
+	case 'R':
+		return "running";
+	case 'S':
+		return "sleeping";
+	case 'D':
+		return "disk-wait";
+	case 'T':
+		return "stopped";
+	case 't':
+		return "tracing-stop";
+	case 'Z':
+		return "zombie";
+	case 'X':
+		return "dead";
+	case 'I':
+		return "idle";
+	case 'P':
+		return "parked";
+	case 'W':
+		return "waking";
+	default:
+		return "unknown";
+	}
+}
+
+pid_t cp_procfs_tracer_pid(pid_t pid)
+{
+	char path[64];
+	char *text;
+	size_t len;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (cp_procfs_slurp(path, &text, &len) < 0)
+		return -1;
+	pid_t tracer = -1;
+	const char *line = strstr(text, "\nTracerPid:");
+	if (line)
+		tracer = (pid_t)strtol(line + strlen("\nTracerPid:"), NULL, 10);
+	free(text);
+	return tracer;
+}
+
+void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size)
+{
+	char path[64];
+	char *text;
+	size_t len;
+	if (size == 0)
+		return;
+	buf[0] = '\0';
+	if (tid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid,
+			 (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (cp_procfs_slurp(path, &text, &len) < 0)
+		return;
+	while (len > 0 && text[len - 1] == '\n')
+		text[--len] = '\0';
+	snprintf(buf, size, "%s", text);
+	free(text);
+}

@@ -1,0 +1,296 @@
+/* The profile: interned strings, locations, stacks and aggregated samples. */
+#include "cprof/profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cprof/error.h"
+#include "hashidx.h"
+
+struct thread_name {
+	pid_t tid;
+	uint32_t name; /* string id */
+};
+
+struct stack_ref {
+	size_t offset; /* into stack_locs */
+	uint32_t len;
+};
+
+struct cp_profile {
+	/* strings: NUL-terminated, back to back in string_data */
+	char *string_data;
+	size_t string_used, string_cap;
+	size_t *string_offsets;
+	uint32_t nstrings, strings_cap;
+	struct cp_hashidx string_index;
+
+	struct cp_location *locations;
+	uint32_t nlocations, locations_cap;
+
+	uint32_t *stack_locs;
+	size_t stack_locs_used, stack_locs_cap;
+	struct stack_ref *stacks;
+	uint32_t nstacks, stacks_cap;
+	struct cp_hashidx stack_index;
+
+	struct cp_sample *samples;
+	size_t nsamples, samples_cap;
+	struct cp_hashidx sample_index;
+	uint64_t total;
+
+	struct thread_name *threads;
+	size_t nthreads;
+};
+
+/* Grow *ARRAY (of SIZE-byte elements) so that NEED elements fit.  */
+static bool reserve(void *array, size_t size, size_t need, size_t *cap)
+{
+	if (need <= *cap)
+		return true;
+	size_t n = *cap ? *cap : 64;
+	while (n < need)
+		n *= 2;
+	void *grown = realloc(*(void **)array, n * size);
+	if (!grown)
+		return false;
+	*(void **)array = grown;
+	*cap = n;
+	return true;
+}
+
+static bool reserve32(void *array, size_t size, uint32_t need, uint32_t *cap)
+{
+	size_t c = *cap;
+	if (!reserve(array, size, need, &c))
+		return false;
+	*cap = (uint32_t)(c > UINT32_MAX ? UINT32_MAX : c);
+	return true;
+}
+
+struct cp_profile *cp_profile_new(void)
+{
+	struct cp_profile *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	if (cp_profile_intern(p, "", 0) != 0) {
+		cp_profile_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void cp_profile_free(struct cp_profile *p)
+{
+	if (!p)
+		return;
+	free(p->string_data);
+	free(p->string_offsets);
+	cp_hashidx_free(&p->string_index);
+	for (uint32_t i = 0; i < p->nlocations; i++)
+		free((void *)p->locations[i].lines);
+	free(p->locations);
+	free(p->stack_locs);
+	free(p->stacks);
+	cp_hashidx_free(&p->stack_index);
+	free(p->samples);
+	cp_hashidx_free(&p->sample_index);
+	free(p->threads);
+	free(p);
+}
+
+struct string_key {
+	const struct cp_profile *p;
+	const char *str;
+	size_t len;
+};
+
+static bool string_eq(const void *ctx, uint32_t id)
+{
+	const struct string_key *k = ctx;
+	const char *s = k->p->string_data + k->p->string_offsets[id];
+	return strncmp(s, k->str, k->len) == 0 && s[k->len] == '\0';
+}
+
+uint32_t cp_profile_intern(struct cp_profile *p, const char *str, size_t len)
+{
+	uint64_t hash = cp_hash_bytes(str, len, 0);
+	struct string_key key = {p, str, len};
+	uint32_t id = cp_hashidx_find(&p->string_index, hash, string_eq, &key);
+	if (id != UINT32_MAX)
+		return id;
+	if (!reserve(&p->string_data, 1, p->string_used + len + 1,
+		     &p->string_cap) ||
+	    !reserve32(&p->string_offsets, sizeof(size_t), p->nstrings + 1,
+		       &p->strings_cap))
+		return UINT32_MAX;
+	id = p->nstrings;
+	p->string_offsets[id] = p->string_used;
+	memcpy(p->string_data + p->string_used, str, len);
+	p->string_data[p->string_used + len] = '\0';
+	if (!cp_hashidx_insert(&p->string_index, hash, id))
+		return UINT32_MAX;
+	p->string_used += len + 1;
+	p->nstrings++;
+	return id;
+}
+
+const char *cp_profile_string(const struct cp_profile *p, uint32_t id)
+{
+	if (id >= p->nstrings)
+		return "";
+	return p->string_data + p->string_offsets[id];
+}
+
+uint32_t cp_profile_add_location(struct cp_profile *p, uint64_t address,
+				 uint32_t module, const struct cp_line *lines,
+				 uint32_t nlines)
+{
+	if (!reserve32(&p->locations, sizeof(*p->locations),
+		       p->nlocations + 1, &p->locations_cap))
+		return UINT32_MAX;
+	struct cp_line *copy = malloc((nlines ? nlines : 1) * sizeof(*copy));
+	if (!copy)
+		return UINT32_MAX;
+	memcpy(copy, lines, nlines * sizeof(*copy));
+	struct cp_location *loc = &p->locations[p->nlocations];
+	loc->address = address;
+	loc->module = module;
+	loc->nlines = nlines;
+	loc->lines = copy;
+	return p->nlocations++;
+}
+
+const struct cp_location *cp_profile_location(const struct cp_profile *p,
+					      uint32_t id)
+{
+	return id < p->nlocations ? &p->locations[id] : NULL;
+}
+
+struct stack_key {
+	const struct cp_profile *p;
+	const uint32_t *locs;
+	size_t n;
+};
+
+static bool stack_eq(const void *ctx, uint32_t id)
+{
+	const struct stack_key *k = ctx;
+	const struct stack_ref *s = &k->p->stacks[id];
+	return s->len == k->n &&
+	       memcmp(k->p->stack_locs + s->offset, k->locs,
+		      k->n * sizeof(*k->locs)) == 0;
+}
+
+uint32_t cp_profile_intern_stack(struct cp_profile *p, const uint32_t *locs,
+				 size_t n)
+{
+	uint64_t hash = cp_hash_bytes(locs, n * sizeof(*locs), 1);
+	struct stack_key key = {p, locs, n};
+	uint32_t id = cp_hashidx_find(&p->stack_index, hash, stack_eq, &key);
+	if (id != UINT32_MAX)
+		return id;
+	if (!reserve(&p->stack_locs, sizeof(*p->stack_locs),
+		     p->stack_locs_used + n, &p->stack_locs_cap) ||
+	    !reserve32(&p->stacks, sizeof(*p->stacks), p->nstacks + 1,
+		       &p->stacks_cap))
+		return UINT32_MAX;
+	id = p->nstacks;
+	p->stacks[id].offset = p->stack_locs_used;
+	p->stacks[id].len = (uint32_t)n;
+	memcpy(p->stack_locs + p->stack_locs_used, locs, n * sizeof(*locs));
+	if (!cp_hashidx_insert(&p->stack_index, hash, id))
+		return UINT32_MAX;
+	p->stack_locs_used += n;
+	p->nstacks++;
+	return id;
+}
+
+const uint32_t *cp_profile_stack(const struct cp_profile *p, uint32_t id,
+				 size_t *n)
+{
+	if (id >= p->nstacks) {
+		*n = 0;
+		return NULL;
+	}
+	*n = p->stacks[id].len;
+	return p->stack_locs + p->stacks[id].offset;
+}
+
+struct sample_key {
+	const struct cp_profile *p;
+	pid_t tid;
+	uint32_t stack;
+};
+
+static bool sample_eq(const void *ctx, uint32_t id)
+{
+	const struct sample_key *k = ctx;
+	return k->p->samples[id].tid == k->tid &&
+	       k->p->samples[id].stack == k->stack;
+}
+
+int cp_profile_add(struct cp_profile *p, pid_t tid, uint32_t stack,
+		   uint64_t count)
+{
+	uint64_t hash = cp_hash_u64(((uint64_t)(uint32_t)tid << 32) | stack);
+	struct sample_key key = {p, tid, stack};
+	uint32_t id = cp_hashidx_find(&p->sample_index, hash, sample_eq, &key);
+	if (id == UINT32_MAX) {
+		if (!reserve(&p->samples, sizeof(*p->samples), p->nsamples + 1,
+			     &p->samples_cap))
+			return -CP_E_NOMEM;
+		id = (uint32_t)p->nsamples;
+		p->samples[id].tid = tid;
+		p->samples[id].stack = stack;
+		p->samples[id].count = 0;
+		if (!cp_hashidx_insert(&p->sample_index, hash, id))
+			return -CP_E_NOMEM;
+		p->nsamples++;
+	}
+	p->samples[id].count += count;
+	p->total += count;
+	return 0;
+}
+
+const struct cp_sample *cp_profile_samples(const struct cp_profile *p,
+					   size_t *n)
+{
+	*n = p->nsamples;
+	return p->samples;
+}
+
+uint64_t cp_profile_total(const struct cp_profile *p)
+{
+	return p->total;
+}
+
+int cp_profile_set_thread_name(struct cp_profile *p, pid_t tid,
+			       const char *name)
+{
+	uint32_t id = cp_profile_intern(p, name, strlen(name));
+	if (id == UINT32_MAX)
+		return -CP_E_NOMEM;
+	for (size_t i = 0; i < p->nthreads; i++)
+		if (p->threads[i].tid == tid) {
+			p->threads[i].name = id;
+			return 0;
+		}
+	struct thread_name *grown =
+		realloc(p->threads, (p->nthreads + 1) * sizeof(*grown));
+	if (!grown)
+		return -CP_E_NOMEM;
+	p->threads = grown;
+	p->threads[p->nthreads].tid = tid;
+	p->threads[p->nthreads].name = id;
+	p->nthreads++;
+	return 0;
+}
+
+const char *cp_profile_thread_name(const struct cp_profile *p, pid_t tid)
+{
+	for (size_t i = 0; i < p->nthreads; i++)
+		if (p->threads[i].tid == tid)
+			return cp_profile_string(p, p->threads[i].name);
+	return NULL;
+}

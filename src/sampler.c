@@ -1,0 +1,404 @@
+/* The sampling loop.  */
+#include "cprof/sampler.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cprof/error.h"
+#include "cprof/procfs.h"
+#include "hashidx.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- hist */
+
+static size_t bucket_of(uint64_t ns)
+{
+	if (ns < CP_HIST_SUB)
+		return (size_t)ns;
+	int exp = 63 - __builtin_clzll(ns);       /* >= 5 */
+	int shift = exp - 5;                       /* keep 5 bits: 32 subs */
+	size_t sub = (size_t)((ns >> shift) & (CP_HIST_SUB - 1));
+	size_t b = (size_t)(shift + 1) * CP_HIST_SUB + sub;
+	size_t last = CP_HIST_EXP * CP_HIST_SUB - 1;
+	return b > last ? last : b;
+}
+
+/* The lower bound of bucket B, in nanoseconds.  */
+static uint64_t bucket_value(size_t b)
+{
+	if (b < CP_HIST_SUB)
+		return b;
+	size_t shift = b / CP_HIST_SUB - 1;
+	uint64_t sub = b % CP_HIST_SUB;
+	return (CP_HIST_SUB + sub) << shift;
+}
+
+void cp_hist_add(struct cp_hist *h, uint64_t ns)
+{
+	h->buckets[bucket_of(ns)]++;
+	h->count++;
+	h->sum_ns += ns;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+}
+
+uint64_t cp_hist_quantile(const struct cp_hist *h, double q)
+{
+	if (h->count == 0)
+		return 0;
+	uint64_t rank = (uint64_t)ceil(q * (double)h->count);
+	if (rank == 0)
+		rank = 1;
+	uint64_t seen = 0;
+	for (size_t b = 0; b < CP_HIST_EXP * CP_HIST_SUB; b++) {
+		seen += h->buckets[b];
+		if (seen >= rank) {
+			/* Report the middle of the bucket.  */
+			uint64_t lo = bucket_value(b);
+			uint64_t hi = b + 1 < CP_HIST_EXP * CP_HIST_SUB
+					      ? bucket_value(b + 1)
+					      : lo;
+			uint64_t v = lo + (hi - lo) / 2;
+			return v > h->max_ns ? h->max_ns : v;
+		}
+	}
+	return h->max_ns;
+}
+
+/* ---------------------------------------------------------------- run */
+
+struct run {
+	struct cp_target *target;
+	struct cp_unwinder *unwinder;
+	struct cp_symbols *symbols;
+	struct cp_profile *profile;
+	const struct cp_sampler_options *o;
+	struct cp_sampler_stats *stats;
+	struct cp_snapshot snap;
+	uint64_t *pcs;
+	uint32_t *locs;
+	pid_t *tids;
+	size_t tids_cap;
+	/* address -> location id, so each address is symbolized and
+	 * converted once */
+	struct cp_hashidx loc_index;
+	uint64_t *loc_addrs;    /* by location id */
+	size_t loc_addrs_cap;
+};
+
+struct loc_key {
+	const struct run *r;
+	uint64_t address;
+};
+
+static bool loc_eq(const void *ctx, uint32_t id)
+{
+	const struct loc_key *k = ctx;
+	return k->r->loc_addrs[id] == k->address;
+}
+
+static uint32_t location_of(struct run *r, uint64_t address)
+{
+	uint64_t hash = cp_hash_u64(address);
+	struct loc_key key = {r, address};
+	uint32_t id = cp_hashidx_find(&r->loc_index, hash, loc_eq, &key);
+	if (id != UINT32_MAX)
+		return id;
+	const struct cp_symbol *sym = cp_symbols_lookup(r->symbols, address);
+	struct cp_line lines[16];
+	size_t n = sym->nframes < 16 ? sym->nframes : 16;
+	for (size_t i = 0; i < n; i++) {
+		const struct cp_frame *f = &sym->frames[i];
+		lines[i].function = cp_profile_intern(
+			r->profile, f->function, strlen(f->function));
+		lines[i].file = f->file ? cp_profile_intern(r->profile, f->file,
+							    strlen(f->file))
+					: 0;
+		lines[i].line = f->line;
+		lines[i].inlined = f->inlined;
+	}
+	uint32_t module = sym->module ? cp_profile_intern(r->profile,
+							  sym->module,
+							  strlen(sym->module))
+				      : 0;
+	id = cp_profile_add_location(r->profile, address, module, lines,
+				     (uint32_t)n);
+	if (id == UINT32_MAX)
+		return id;
+	if (id >= r->loc_addrs_cap) {
+		size_t cap = r->loc_addrs_cap ? r->loc_addrs_cap * 2 : 1024;
+		while (cap <= id)
+			cap *= 2;
+		uint64_t *grown = realloc(r->loc_addrs, cap * sizeof(*grown));
+		if (!grown)
+			return UINT32_MAX;
+		r->loc_addrs = grown;
+		r->loc_addrs_cap = cap;
+	}
+	r->loc_addrs[id] = address;
+	if (!cp_hashidx_insert(&r->loc_index, hash, id))
+		return UINT32_MAX;
+	return id;
+}
+
+static int record(struct run *r, pid_t tid, size_t npcs)
+{
+	for (size_t i = 0; i < npcs; i++) {
+		r->locs[i] = location_of(r, r->pcs[i]);
+		if (r->locs[i] == UINT32_MAX)
+			return -CP_E_NOMEM;
+	}
+	uint32_t stack = cp_profile_intern_stack(r->profile, r->locs, npcs);
+	if (stack == UINT32_MAX)
+		return -CP_E_NOMEM;
+	r->stats->samples++;
+	return cp_profile_add(r->profile, tid, stack, 1);
+}
+
+static void name_thread(struct run *r, pid_t tid)
+{
+	char name[64];
+	cp_procfs_comm(cp_target_pid(r->target), tid, name, sizeof(name));
+	if (name[0])
+		cp_profile_set_thread_name(r->profile, tid, name);
+}
+
+/* Sample one thread: stop, copy, resume — and only then unwind.  */
+static int sample_thread(struct run *r, pid_t tid)
+{
+	const struct cp_sampler_options *o = r->o;
+	size_t npcs = 0;
+	uint64_t t0 = now_ns();
+	if (cp_target_stop(r->target, tid) < 0)
+		return 0;
+	if (o->unwind_mode == CP_UNWIND_PTRACE) {
+		npcs = cp_unwinder_unwind_ptrace(r->unwinder, tid, r->pcs,
+						 o->max_depth);
+		cp_target_resume(r->target, tid);
+		cp_hist_add(&r->stats->stopped, now_ns() - t0);
+	} else {
+		int rc = cp_target_snapshot(r->target, tid, &r->snap);
+		cp_target_resume(r->target, tid);
+		cp_hist_add(&r->stats->stopped, now_ns() - t0);
+		if (rc < 0)
+			return rc == -CP_E_NOMEM ? rc : 0;
+		cp_target_learn_stack(r->target, tid, r->snap.regs.rsp);
+		npcs = cp_unwinder_unwind(r->unwinder, &r->snap, r->pcs,
+					  o->max_depth);
+	}
+	if (npcs == 0) {
+		r->stats->unwind_errors++;
+		return 0;
+	}
+	if (!cp_profile_thread_name(r->profile, tid))
+		name_thread(r, tid);
+	return record(r, tid, npcs);
+}
+
+static int tick(struct run *r)
+{
+	cp_symbols_new_epoch(r->symbols);
+	/* Stopping a thread can add threads (clone events) or remove them,
+	 * so work from a copy of the TIDs.  */
+	size_t n;
+	struct cp_thread *threads = cp_target_threads(r->target, &n);
+	if (n > r->tids_cap) {
+		pid_t *grown = realloc(r->tids, n * sizeof(*grown));
+		if (!grown)
+			return -CP_E_NOMEM;
+		r->tids = grown;
+		r->tids_cap = n;
+	}
+	size_t count = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!threads[i].selected)
+			continue;
+		/* CPU mode: read the state before interrupting (afterwards it
+		 * is always "tracing stop"); a sleeping thread costs one
+		 * pread and is never stopped.  */
+		if (!r->o->wall) {
+			if (threads[i].group_stopped ||
+			    cp_target_thread_state(r->target, &threads[i]) != 'R')
+				continue;
+		}
+		r->tids[count++] = threads[i].tid;
+	}
+	for (size_t i = 0; i < count; i++) {
+		int rc = sample_thread(r, r->tids[i]);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void fill_live_stats(struct run *r, uint64_t start)
+{
+	size_t n;
+	cp_target_threads(r->target, &n);
+	r->stats->threads_now = n;
+	r->stats->threads_seen = cp_target_threads_seen(r->target);
+	r->stats->elapsed = (double)(now_ns() - start) / 1e9;
+}
+
+int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
+		   struct cp_symbols *symbols, struct cp_profile *profile,
+		   const struct cp_sampler_options *o,
+		   struct cp_sampler_stats *stats)
+{
+	int rc = 0;
+	struct run r = {
+		.target = target,
+		.unwinder = unwinder,
+		.symbols = symbols,
+		.profile = profile,
+		.o = o,
+		.stats = stats,
+	};
+	memset(stats, 0, sizeof(*stats));
+	stats->duration = o->duration;
+	size_t depth = o->max_depth ? o->max_depth : 1;
+	r.pcs = malloc(depth * sizeof(*r.pcs));
+	r.locs = malloc(depth * sizeof(*r.locs));
+	if (!r.pcs || !r.locs) {
+		rc = -CP_E_NOMEM;
+		goto out_free;
+	}
+
+	/* Signals that end the run or announce target events are blocked
+	 * while we work and unblocked only inside ppoll, atomically, so none
+	 * can slip in between a check and the wait.  SIGCHLD (a tracee
+	 * stopped) is read from a signalfd.  */
+	sigset_t block, saved, wait_mask;
+	sigemptyset(&block);
+	sigaddset(&block, SIGCHLD);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &saved);
+	wait_mask = saved;
+	sigaddset(&wait_mask, SIGCHLD);
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	int sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	int timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (sig_fd < 0 || timer_fd < 0) {
+		rc = -CP_E_SYS;
+		goto out;
+	}
+
+	const uint64_t period = 1000000000ull / (o->frequency ? o->frequency : 1);
+	const uint64_t start = now_ns();
+	const uint64_t end =
+		o->duration > 0 ? start + (uint64_t)(o->duration * 1e9) : 0;
+	uint64_t next = start + period;
+	uint64_t next_progress = start + 250000000ull;
+
+	for (;;) {
+		/* A busy run may go from tick to tick without waiting: let a
+		 * pending SIGINT/SIGTERM/SIGHUP reach the caller's handler.  */
+		sigset_t pending;
+		if (sigpending(&pending) == 0 &&
+		    (sigismember(&pending, SIGINT) ||
+		     sigismember(&pending, SIGTERM) ||
+		     sigismember(&pending, SIGHUP))) {
+			struct timespec zero = {0, 0};
+			ppoll(NULL, 0, &zero, &wait_mask);
+		}
+		if (o->stop && *o->stop) {
+			stats->interrupted = true;
+			break;
+		}
+		cp_target_poll(target);
+		if (cp_target_take_exec(target)) {
+			cp_unwinder_invalidate(unwinder);
+			cp_symbols_refresh(symbols);
+			cp_hashidx_free(&r.loc_index);
+		}
+		if (cp_target_exited(target)) {
+			stats->target_exited = true;
+			break;
+		}
+		uint64_t now = now_ns();
+		if (end && now >= end)
+			break;
+		if (o->progress && now >= next_progress) {
+			fill_live_stats(&r, start);
+			o->progress(o->progress_arg, stats);
+			next_progress = now + 250000000ull;
+		}
+		if (now < next) {
+			uint64_t wake = next;
+			if (end && end < wake)
+				wake = end;
+			if (o->progress && next_progress < wake)
+				wake = next_progress;
+			struct itimerspec its = {
+				.it_value = {(time_t)(wake / 1000000000u),
+					     (long)(wake % 1000000000u)},
+			};
+			timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+			struct pollfd fds[2] = {{timer_fd, POLLIN, 0},
+						{sig_fd, POLLIN, 0}};
+			ppoll(fds, 2, NULL, &wait_mask);
+			uint64_t buf[16];
+			while (read(timer_fd, buf, sizeof(buf)) > 0)
+				;
+			while (read(sig_fd, buf, sizeof(buf)) > 0)
+				;
+			continue;
+		}
+		/* A deadline came due.  If we are a whole period or more late,
+		 * those ticks are skipped and counted, not made up.  */
+		if (now - next >= period) {
+			uint64_t skipped = (now - next) / period;
+			stats->ticks_missed += skipped;
+			stats->ticks_scheduled += skipped;
+			next += skipped * period;
+		}
+		stats->ticks_scheduled++;
+		next += period;
+		rc = tick(&r);
+		if (rc < 0)
+			break;
+	}
+	/* Threads may have renamed themselves since we first saw them.  */
+	size_t n;
+	struct cp_thread *threads = cp_target_threads(target, &n);
+	for (size_t i = 0; i < n; i++)
+		if (cp_profile_thread_name(profile, threads[i].tid))
+			name_thread(&r, threads[i].tid);
+	fill_live_stats(&r, start);
+out:
+	if (sig_fd >= 0)
+		close(sig_fd);
+	if (timer_fd >= 0)
+		close(timer_fd);
+	/* Drop a SIGCHLD still pending from the tracees, so restoring the
+	 * mask does not deliver it to a caller that does not expect it.  */
+	struct timespec zero = {0, 0};
+	while (sigtimedwait(&chld, NULL, &zero) > 0)
+		;
+	sigprocmask(SIG_SETMASK, &saved, NULL);
+out_free:
+	cp_hashidx_free(&r.loc_index);
+	free(r.loc_addrs);
+	free(r.snap.stack);
+	free(r.pcs);
+	free(r.locs);
+	free(r.tids);
+	return rc;
+}

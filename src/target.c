@@ -1,0 +1,755 @@
+/* The target process and every ptrace call cprof makes on it.
+ *
+ * A thread is in one of three states as far as we are concerned: running
+ * (we hold nothing), stopped (in a ptrace-stop we asked for with
+ * PTRACE_INTERRUPT and have not yet resumed), or listening (in a group-stop
+ * of the target's own, e.g. SIGSTOP, which we keep with PTRACE_LISTEN).
+ * Every other stop is the target's business and is resumed at once with
+ * the signal it carried.  */
+#include "cprof/target.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cprof/error.h"
+#include "cprof/procfs.h"
+
+/* How long cp_target_stop polls for the stop before it sleeps.  */
+#define SPIN_WAIT_US 200
+
+struct cp_target {
+	pid_t pid;
+	bool launched;
+	bool follow_clones;
+	bool detaching;          /* cp_target_detach is in progress */
+	bool exec_seen;
+	struct cp_thread *threads;
+	size_t nthreads, cap;
+	size_t threads_seen;
+	int exit_status;
+	struct cp_maps *maps;    /* for stack bounds; refreshed on a miss */
+	/* Per-thread stack mapping bounds, parallel to THREADS.  */
+	struct stack_bounds { uint64_t lo, hi; } *bounds;
+};
+
+static unsigned long ptrace_options(const struct cp_target *t)
+{
+	/* Never PTRACE_O_EXITKILL: the target must outlive us.  */
+	unsigned long o = PTRACE_O_TRACEEXEC;
+	if (t->follow_clones)
+		o |= PTRACE_O_TRACECLONE;
+	return o;
+}
+
+static struct cp_thread *find_thread(struct cp_target *t, pid_t tid)
+{
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].tid == tid)
+			return &t->threads[i];
+	return NULL;
+}
+
+static struct cp_thread *add_thread(struct cp_target *t, pid_t tid,
+				    bool selected)
+{
+	struct cp_thread *th = find_thread(t, tid);
+	if (th)
+		return th;
+	if (t->nthreads == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct cp_thread *grown =
+			realloc(t->threads, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		t->threads = grown;
+		struct stack_bounds *b = realloc(t->bounds, cap * sizeof(*b));
+		if (!b)
+			return NULL;
+		t->bounds = b;
+		t->cap = cap;
+	}
+	th = &t->threads[t->nthreads];
+	memset(th, 0, sizeof(*th));
+	t->bounds[t->nthreads].lo = t->bounds[t->nthreads].hi = 0;
+	t->nthreads++;
+	t->threads_seen++;
+	th->tid = tid;
+	th->selected = selected;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)t->pid,
+		 (int)tid);
+	th->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+	cp_procfs_comm(t->pid, tid, th->name, sizeof(th->name));
+	return th;
+}
+
+static void remove_thread(struct cp_target *t, struct cp_thread *th)
+{
+	size_t i = (size_t)(th - t->threads);
+	if (th->stat_fd >= 0)
+		close(th->stat_fd);
+	t->threads[i] = t->threads[t->nthreads - 1];
+	t->bounds[i] = t->bounds[t->nthreads - 1];
+	t->nthreads--;
+}
+
+static void free_target(struct cp_target *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].stat_fd >= 0)
+			close(t->threads[i].stat_fd);
+	free(t->threads);
+	free(t->bounds);
+	cp_maps_free(t->maps);
+	free(t);
+}
+
+static int resume(struct cp_thread *th)
+{
+	long rc;
+	th->stopped = false;
+	if (th->group_stopped) {
+		/* A group-stop is the target's own: keep the thread stopped
+		 * but let the kernel tell us when SIGCONT arrives.  */
+		rc = ptrace(PTRACE_LISTEN, th->tid, 0, 0);
+	} else {
+		int sig = th->pending_signal;
+		th->pending_signal = 0;
+		rc = ptrace(PTRACE_CONT, th->tid, 0, (void *)(long)sig);
+	}
+	return rc < 0 ? -CP_E_GONE : 0;
+}
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN ||
+	       sig == SIGTTOU;
+}
+
+/* While detaching, a thread in any ptrace-stop is let go at once,
+ * carrying the signal it stopped with, if any.  */
+static void detach_now(struct cp_target *t, struct cp_thread *th, int sig)
+{
+	ptrace(PTRACE_DETACH, th->tid, 0, (void *)(long)sig);
+	remove_thread(t, th);
+}
+
+enum disposition { EV_OURS, EV_HANDLED, EV_GONE };
+
+/* Handle one waitpid STATUS of TID.  Returns EV_OURS when it is the
+ * interrupt-stop we were waiting for (the thread is then held stopped).  */
+static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
+{
+	struct cp_thread *th = find_thread(t, tid);
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		if (tid == t->pid)
+			t->exit_status = status;
+		if (th)
+			remove_thread(t, th);
+		return EV_GONE;
+	}
+	if (!WIFSTOPPED(status))
+		return EV_HANDLED;
+	if (!th) {
+		/* A thread auto-attached by PTRACE_O_TRACECLONE can report its
+		 * first stop before its parent reports the clone event.  */
+		th = add_thread(t, tid, true);
+		if (!th) {
+			ptrace(PTRACE_DETACH, tid, 0, 0);
+			return EV_HANDLED;
+		}
+		th->interrupting = false;
+	}
+	int sig = WSTOPSIG(status);
+	int event = (int)((unsigned)status >> 16);
+	switch (event) {
+	case PTRACE_EVENT_CLONE: {
+		unsigned long new_tid = 0;
+		if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &new_tid) == 0 &&
+		    new_tid > 0 && !find_thread(t, (pid_t)new_tid)) {
+			struct cp_thread *child =
+				add_thread(t, (pid_t)new_tid, true);
+			th = find_thread(t, tid); /* add_thread may move it */
+			if (!child)
+				ptrace(PTRACE_DETACH, (pid_t)new_tid, 0, 0);
+			else if (t->detaching)
+				/* Its first stop is still to come: wait for it
+				 * like for an interrupt.  */
+				child->interrupting = true;
+		}
+		if (t->detaching) {
+			detach_now(t, th, 0);
+			return EV_GONE;
+		}
+		resume(th);
+		return EV_HANDLED;
+	}
+	case PTRACE_EVENT_EXEC:
+		/* execve replaced the image: all other threads are gone and
+		 * every mapping is new.  */
+		t->exec_seen = true;
+		for (size_t i = 0; i < t->nthreads; i++)
+			t->bounds[i].lo = t->bounds[i].hi = 0;
+		if (t->detaching) {
+			detach_now(t, th, 0);
+			return EV_GONE;
+		}
+		resume(th);
+		return EV_HANDLED;
+	case PTRACE_EVENT_STOP:
+		/* Either our PTRACE_INTERRUPT (SIGTRAP), the first stop of a
+		 * new thread (SIGTRAP), a group-stop (a stop signal), or the
+		 * wake-up of a listening thread on SIGCONT (SIGTRAP).  */
+		th->group_stopped = is_stop_signal(sig);
+		if (t->detaching) {
+			/* The kernel puts a group-stopped thread back into the
+			 * group-stop on detach.  */
+			detach_now(t, th, 0);
+			return EV_GONE;
+		}
+		if (th->interrupting) {
+			th->interrupting = false;
+			th->stopped = true;
+			return EV_OURS;
+		}
+		resume(th);
+		return EV_HANDLED;
+	default:
+		break;
+	}
+	if (event != 0) {
+		/* An event we did not ask for: let it go.  */
+		resume(th);
+		return EV_HANDLED;
+	}
+	/* Signal-delivery-stop: the signal is the target's; hand it back
+	 * unchanged.  A pending PTRACE_INTERRUPT of ours still fires after. */
+	th->group_stopped = false;
+	if (t->detaching) {
+		detach_now(t, th, sig);
+		return EV_GONE;
+	}
+	th->pending_signal = sig;
+	resume(th);
+	return EV_HANDLED;
+}
+
+static int seize(struct cp_target *t, pid_t tid)
+{
+	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)ptrace_options(t)) == 0)
+		return 0;
+	if (errno == ESRCH)
+		return -CP_E_GONE;
+	if (errno == EPERM) {
+		/* Already ours?  A thread auto-attached through a clone event
+		 * we have not collected yet.  */
+		if (cp_procfs_tracer_pid(tid) == getpid())
+			return 0;
+		errno = EPERM;
+		return -CP_E_PERM;
+	}
+	return -CP_E_SYS;
+}
+
+/* The TIDs in /proc/PID/task.  */
+static int list_tasks(pid_t pid, pid_t **out, size_t *n)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return -CP_E_NOPROC;
+	size_t cap = 16, count = 0;
+	pid_t *tids = malloc(cap * sizeof(*tids));
+	struct dirent *de;
+	while (tids && (de = readdir(dir))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		if (count == cap) {
+			pid_t *grown = realloc(tids, 2 * cap * sizeof(*tids));
+			if (!grown) {
+				free(tids);
+				tids = NULL;
+				break;
+			}
+			tids = grown;
+			cap *= 2;
+		}
+		tids[count++] = (pid_t)atoi(de->d_name);
+	}
+	closedir(dir);
+	if (!tids)
+		return -CP_E_NOMEM;
+	*out = tids;
+	*n = count;
+	return 0;
+}
+
+static int check_process(pid_t pid, pid_t *tracer)
+{
+	if (pid == getpid())
+		return -CP_E_SELF;
+	struct cp_task_stat st;
+	int rc = cp_task_stat_read(pid, 0, &st);
+	if (rc < 0)
+		return -CP_E_NOPROC;
+	if (st.flags & CP_PF_KTHREAD)
+		return -CP_E_KTHREAD;
+	if (st.state == 'Z' || st.state == 'X')
+		return -CP_E_ZOMBIE;
+	pid_t tp = cp_procfs_tracer_pid(pid);
+	if (tp > 0) {
+		if (tracer)
+			*tracer = tp;
+		return -CP_E_TRACED;
+	}
+	return 0;
+}
+
+int cp_target_attach(pid_t pid, const pid_t *tids, size_t ntids,
+		     unsigned flags, struct cp_target **out, pid_t *tracer)
+{
+	int rc = check_process(pid, tracer);
+	if (rc < 0)
+		return rc;
+	struct cp_target *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -CP_E_NOMEM;
+	t->pid = pid;
+	t->exit_status = -1;
+	t->follow_clones = ntids == 0 && (flags & CP_TARGET_FOLLOW_CLONES);
+
+	pid_t *present = NULL;
+	size_t npresent = 0;
+	rc = list_tasks(pid, &present, &npresent);
+	if (rc < 0)
+		goto fail;
+	if (ntids > 0) {
+		for (size_t i = 0; i < ntids; i++) {
+			bool found = false;
+			for (size_t j = 0; j < npresent; j++)
+				found |= present[j] == tids[i];
+			if (!found) {
+				rc = -CP_E_INVAL;
+				errno = ESRCH;
+				goto fail;
+			}
+		}
+		for (size_t i = 0; i < ntids; i++) {
+			rc = seize(t, tids[i]);
+			if (rc == -CP_E_GONE)
+				continue;
+			if (rc < 0)
+				goto fail;
+			if (!add_thread(t, tids[i], true)) {
+				rc = -CP_E_NOMEM;
+				goto fail;
+			}
+		}
+	} else {
+		/* Threads may be born while we attach: list again until a
+		 * pass finds nothing new.  Threads born from seized threads
+		 * are auto-attached by PTRACE_O_TRACECLONE.  */
+		bool grew = true;
+		while (grew) {
+			grew = false;
+			for (size_t j = 0; j < npresent; j++) {
+				if (find_thread(t, present[j]))
+					continue;
+				rc = seize(t, present[j]);
+				if (rc == -CP_E_GONE)
+					continue;
+				if (rc < 0)
+					goto fail;
+				if (!add_thread(t, present[j], true)) {
+					rc = -CP_E_NOMEM;
+					goto fail;
+				}
+				grew = true;
+			}
+			free(present);
+			present = NULL;
+			if (!grew)
+				break;
+			rc = list_tasks(pid, &present, &npresent);
+			if (rc < 0)
+				goto fail;
+		}
+	}
+	free(present);
+	present = NULL;
+	if (t->nthreads == 0) {
+		rc = -CP_E_NOPROC;
+		goto fail;
+	}
+	cp_maps_read(pid, &t->maps);
+	*out = t;
+	return 0;
+fail: {
+	int saved = errno;
+	free(present);
+	if (rc == -CP_E_PERM && tracer) {
+		pid_t tp = cp_procfs_tracer_pid(pid);
+		if (tp > 0 && tp != getpid()) {
+			*tracer = tp;
+			rc = -CP_E_TRACED;
+		}
+	}
+	cp_target_detach(t);
+	errno = saved;
+	return rc;
+}
+}
+
+int cp_target_launch(char *const argv[], unsigned flags,
+		     struct cp_target **out)
+{
+	int go[2] = {-1, -1}, err[2] = {-1, -1};
+	int rc;
+	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		rc = -CP_E_SYS;
+		goto fail_pipes;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		rc = -CP_E_SYS;
+		goto fail_pipes;
+	}
+	if (pid == 0) {
+		/* The child: wait until the parent has seized us, then
+		 * become COMMAND with default signal handling.  */
+		char c;
+		close(go[1]);
+		close(err[0]);
+		while (read(go[0], &c, 1) < 0 && errno == EINTR)
+			;
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (int s = 1; s < NSIG; s++)
+			if (s != SIGKILL && s != SIGSTOP)
+				signal(s, SIG_DFL);
+		execvp(argv[0], argv);
+		int e = errno;
+		if (write(err[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(go[0]);
+	close(err[1]);
+	go[0] = err[1] = -1;
+	struct cp_target *t = calloc(1, sizeof(*t));
+	if (!t) {
+		rc = -CP_E_NOMEM;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		goto fail_pipes;
+	}
+	t->pid = pid;
+	t->launched = true;
+	t->exit_status = -1;
+	t->follow_clones = flags & CP_TARGET_FOLLOW_CLONES;
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)ptrace_options(t)) < 0 ||
+	    !add_thread(t, pid, true)) {
+		rc = -CP_E_SYS;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, __WALL);
+		free_target(t);
+		goto fail_pipes;
+	}
+	if (write(go[1], "g", 1) < 0) {
+		/* The child is gone; the read below tells.  */
+	}
+	close(go[1]);
+	go[1] = -1;
+	/* The close-on-exec end closes when execve succeeds, before the exec
+	 * event stop, so this read cannot deadlock on our own tracee.  */
+	int child_errno = 0;
+	ssize_t n;
+	while ((n = read(err[0], &child_errno, sizeof(child_errno))) < 0 &&
+	       errno == EINTR)
+		;
+	close(err[0]);
+	err[0] = -1;
+	if (n == (ssize_t)sizeof(child_errno)) {
+		int status;
+		while (waitpid(pid, &status, __WALL) < 0 && errno == EINTR)
+			;
+		free_target(t);
+		errno = child_errno;
+		return -CP_E_EXEC;
+	}
+	*out = t;
+	return 0;
+fail_pipes: {
+	int saved = errno;
+	for (int i = 0; i < 2; i++) {
+		if (go[i] >= 0)
+			close(go[i]);
+		if (err[i] >= 0)
+			close(err[i]);
+	}
+	errno = saved;
+	return rc;
+}
+}
+
+pid_t cp_target_pid(const struct cp_target *target)
+{
+	return target->pid;
+}
+
+bool cp_target_launched(const struct cp_target *target)
+{
+	return target->launched;
+}
+
+struct cp_thread *cp_target_threads(struct cp_target *target, size_t *count)
+{
+	*count = target->nthreads;
+	return target->threads;
+}
+
+size_t cp_target_threads_seen(const struct cp_target *target)
+{
+	return target->threads_seen;
+}
+
+bool cp_target_exited(const struct cp_target *target)
+{
+	return target->nthreads == 0;
+}
+
+int cp_target_exit_status(const struct cp_target *target)
+{
+	return target->exit_status;
+}
+
+bool cp_target_take_exec(struct cp_target *target)
+{
+	bool seen = target->exec_seen;
+	target->exec_seen = false;
+	return seen;
+}
+
+int cp_target_poll(struct cp_target *target)
+{
+	int handled = 0, status;
+	pid_t tid;
+	while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) {
+		dispatch(target, tid, status);
+		handled++;
+	}
+	return handled;
+}
+
+char cp_target_thread_state(struct cp_target *target, struct cp_thread *th)
+{
+	(void)target;
+	char buf[512];
+	if (th->stat_fd < 0)
+		return '?';
+	/* /proc stat files are regenerated on every read from offset 0, so
+	 * one pread on a kept descriptor is the whole cost.  */
+	ssize_t n = pread(th->stat_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return '?';
+	buf[n] = '\0';
+	char *close = strrchr(buf, ')');
+	if (!close || close[1] != ' ' || !close[2])
+		return '?';
+	return close[2];
+}
+
+int cp_target_stop(struct cp_target *target, pid_t tid)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	if (!th)
+		return -CP_E_GONE;
+	if (th->stopped)
+		return 0;
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
+		/* ESRCH: the thread died and waits to be reaped.  */
+		int status;
+		if (waitpid(tid, &status, __WALL | WNOHANG) > 0)
+			dispatch(target, tid, status);
+		return -CP_E_GONE;
+	}
+	th->interrupting = true;
+	/* The thread needs a few tens of microseconds to reach its stop.
+	 * Sleeping in waitpid adds our own wake-up latency to the time the
+	 * target is held, so poll briefly before blocking.  */
+	struct timespec spin_start;
+	clock_gettime(CLOCK_MONOTONIC, &spin_start);
+	for (;;) {
+		int status;
+		pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
+		if (got == 0) {
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			long spun_us = (now.tv_sec - spin_start.tv_sec) * 1000000L +
+				       (now.tv_nsec - spin_start.tv_nsec) / 1000;
+			if (spun_us < SPIN_WAIT_US)
+				continue;
+			got = waitpid(tid, &status, __WALL);
+		}
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			th = find_thread(target, tid);
+			if (th)
+				remove_thread(target, th);
+			return -CP_E_GONE;
+		}
+		switch (dispatch(target, tid, status)) {
+		case EV_OURS:
+			return 0;
+		case EV_GONE:
+			return -CP_E_GONE;
+		case EV_HANDLED:
+			break;
+		}
+	}
+}
+
+/* Where the stack mapping of THREAD ends, from the kept maps, re-read once
+ * when SP lies in no known mapping (a new thread's stack).  Called only
+ * when the bounds are unknown.  */
+static void learn_stack_bounds(struct cp_target *t, size_t index, uint64_t sp)
+{
+	const struct cp_map *m = cp_maps_find(t->maps, sp);
+	if (!m) {
+		struct cp_maps *fresh;
+		if (cp_maps_read(t->pid, &fresh) == 0) {
+			cp_maps_free(t->maps);
+			t->maps = fresh;
+			m = cp_maps_find(t->maps, sp);
+		}
+	}
+	if (m) {
+		t->bounds[index].lo = m->start;
+		t->bounds[index].hi = m->end;
+	}
+}
+
+int cp_target_snapshot(struct cp_target *target, pid_t tid,
+		       struct cp_snapshot *snap)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	if (!th || !th->stopped)
+		return -CP_E_GONE;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &snap->regs) < 0)
+		return -CP_E_GONE;
+	snap->tid = tid;
+	snap->stack_len = 0;
+	if (!snap->stack) {
+		snap->stack = malloc(CP_TARGET_STACK_MAX);
+		if (!snap->stack)
+			return -CP_E_NOMEM;
+		snap->stack_cap = CP_TARGET_STACK_MAX;
+	}
+	/* Start below the stack pointer: leaf code may keep data in the
+	 * 128-byte red zone.  */
+	uint64_t sp = snap->regs.rsp;
+	uint64_t from = sp > 128 ? sp - 128 : 0;
+	size_t index = (size_t)(th - target->threads);
+	struct stack_bounds *b = &target->bounds[index];
+	size_t len;
+	if (b->hi && sp >= b->lo && sp < b->hi) {
+		uint64_t avail = b->hi - (from < b->lo ? b->lo : from);
+		len = avail < snap->stack_cap ? (size_t)avail : snap->stack_cap;
+		if (from < b->lo)
+			from = b->lo;
+	} else {
+		/* Bounds unknown: copy a first guess now; the read stops by
+		 * itself at an unmapped or protected page.  The bounds are
+		 * learned after the thread runs again.  */
+		len = 64 * 1024;
+		b->lo = b->hi = 0;
+	}
+	struct iovec local = {snap->stack, len};
+	struct iovec remote = {(void *)(uintptr_t)from, len};
+	ssize_t n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+	if (n < 0 && from != sp) {
+		/* The red zone may sit across a guard page: retry from SP.  */
+		from = sp;
+		remote.iov_base = (void *)(uintptr_t)from;
+		n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+	}
+	snap->stack_addr = from;
+	snap->stack_len = n > 0 ? (size_t)n : 0;
+	return 0;
+}
+
+int cp_target_resume(struct cp_target *target, pid_t tid)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	if (!th || !th->stopped)
+		return -CP_E_GONE;
+	th->samples++;
+	return resume(th);
+}
+
+void cp_target_learn_stack(struct cp_target *target, pid_t tid, uint64_t sp)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	if (!th)
+		return;
+	size_t index = (size_t)(th - target->threads);
+	if (!target->bounds[index].hi)
+		learn_stack_bounds(target, index, sp);
+}
+
+void cp_target_detach(struct cp_target *t)
+{
+	if (!t)
+		return;
+	t->detaching = true;
+	/* Interrupt every running thread first, so they all stop at once,
+	 * then let each go from whatever stop it reports.  */
+	for (size_t i = 0; i < t->nthreads; i++) {
+		struct cp_thread *th = &t->threads[i];
+		if (th->stopped || th->interrupting)
+			continue;
+		if (ptrace(PTRACE_INTERRUPT, th->tid, 0, 0) == 0)
+			th->interrupting = true;
+	}
+	while (t->nthreads > 0) {
+		struct cp_thread *th = &t->threads[0];
+		if (th->stopped) {
+			th->stopped = false;
+			detach_now(t, th, th->pending_signal);
+			continue;
+		}
+		int status;
+		pid_t got = waitpid(th->tid, &status, __WALL);
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			/* Not ours any more (ECHILD): nothing to undo.  */
+			remove_thread(t, th);
+			continue;
+		}
+		dispatch(t, got, status);
+	}
+	free_target(t);
+}
+
+ssize_t cp_target_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = {buf, len};
+	struct iovec remote = {(void *)(uintptr_t)addr, len};
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
