@@ -8,9 +8,9 @@ static const char *const messages[] = {
 
 const char *cp_strerror(int code)
 {
-	if (code < 0)
-		code = -code;
-	if (code >= CP_E_COUNT_)
+	/* Widen before negating: -INT_MIN does not fit in an int.  */
+	long long magnitude = code < 0 ? -(long long)code : code;
+	if (magnitude >= CP_E_COUNT_)
 		return "unknown error";
-	return messages[code];
+	return messages[magnitude];
 }

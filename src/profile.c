@@ -18,10 +18,12 @@ struct stack_ref {
 };
 
 struct cp_profile {
-	/* strings: NUL-terminated, back to back in string_data */
-	char *string_data;
-	size_t string_used, string_cap;
-	size_t *string_offsets;
+	/* strings: NUL-terminated, in blocks that never move, so a borrowed
+	 * string stays valid while the table grows */
+	char **blocks;
+	size_t nblocks;
+	size_t block_used, block_size; /* of the last block */
+	char **strings;                /* by id */
 	uint32_t nstrings, strings_cap;
 	struct cp_hashidx string_index;
 
@@ -84,8 +86,10 @@ void cp_profile_free(struct cp_profile *p)
 {
 	if (!p)
 		return;
-	free(p->string_data);
-	free(p->string_offsets);
+	for (size_t i = 0; i < p->nblocks; i++)
+		free(p->blocks[i]);
+	free(p->blocks);
+	free(p->strings);
 	cp_hashidx_free(&p->string_index);
 	for (uint32_t i = 0; i < p->nlocations; i++)
 		free((void *)p->locations[i].lines);
@@ -99,6 +103,30 @@ void cp_profile_free(struct cp_profile *p)
 	free(p);
 }
 
+#define BLOCK_SIZE (64 * 1024)
+
+/* SIZE bytes of string storage that will never move.  */
+static char *store(struct cp_profile *p, size_t size)
+{
+	if (p->nblocks == 0 || p->block_used + size > p->block_size) {
+		size_t block = size > BLOCK_SIZE ? size : BLOCK_SIZE;
+		char **grown =
+			realloc(p->blocks, (p->nblocks + 1) * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		p->blocks = grown;
+		char *b = malloc(block);
+		if (!b)
+			return NULL;
+		p->blocks[p->nblocks++] = b;
+		p->block_used = 0;
+		p->block_size = block;
+	}
+	char *at = p->blocks[p->nblocks - 1] + p->block_used;
+	p->block_used += size;
+	return at;
+}
+
 struct string_key {
 	const struct cp_profile *p;
 	const char *str;
@@ -108,7 +136,7 @@ struct string_key {
 static bool string_eq(const void *ctx, uint32_t id)
 {
 	const struct string_key *k = ctx;
-	const char *s = k->p->string_data + k->p->string_offsets[id];
+	const char *s = k->p->strings[id];
 	return strncmp(s, k->str, k->len) == 0 && s[k->len] == '\0';
 }
 
@@ -119,18 +147,18 @@ uint32_t cp_profile_intern(struct cp_profile *p, const char *str, size_t len)
 	uint32_t id = cp_hashidx_find(&p->string_index, hash, string_eq, &key);
 	if (id != UINT32_MAX)
 		return id;
-	if (!reserve(&p->string_data, 1, p->string_used + len + 1,
-		     &p->string_cap) ||
-	    !reserve32(&p->string_offsets, sizeof(size_t), p->nstrings + 1,
+	if (!reserve32(&p->strings, sizeof(char *), p->nstrings + 1,
 		       &p->strings_cap))
 		return UINT32_MAX;
+	char *copy = store(p, len + 1);
+	if (!copy)
+		return UINT32_MAX;
+	memcpy(copy, str, len);
+	copy[len] = '\0';
 	id = p->nstrings;
-	p->string_offsets[id] = p->string_used;
-	memcpy(p->string_data + p->string_used, str, len);
-	p->string_data[p->string_used + len] = '\0';
 	if (!cp_hashidx_insert(&p->string_index, hash, id))
 		return UINT32_MAX;
-	p->string_used += len + 1;
+	p->strings[id] = copy;
 	p->nstrings++;
 	return id;
 }
@@ -139,7 +167,7 @@ const char *cp_profile_string(const struct cp_profile *p, uint32_t id)
 {
 	if (id >= p->nstrings)
 		return "";
-	return p->string_data + p->string_offsets[id];
+	return p->strings[id];
 }
 
 uint32_t cp_profile_add_location(struct cp_profile *p, uint64_t address,

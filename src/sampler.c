@@ -15,6 +15,10 @@
 #include "cprof/procfs.h"
 #include "hashidx.h"
 
+/* How long a tick polls for the stops it asked for before going back to
+ * waiting (stragglers are served when they arrive).  */
+#define SPIN_US 300
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -87,7 +91,9 @@ struct run {
 	struct cp_profile *profile;
 	const struct cp_sampler_options *o;
 	struct cp_sampler_stats *stats;
-	struct cp_snapshot snap;
+	struct cp_snapshot *snaps;   /* stops served, not yet unwound */
+	size_t nsnaps, snaps_cap;
+	int error;                   /* from on_stop */
 	uint64_t *pcs;
 	uint32_t *locs;
 	pid_t *tids;
@@ -176,43 +182,89 @@ static void name_thread(struct run *r, pid_t tid)
 		cp_profile_set_thread_name(r->profile, tid, name);
 }
 
-/* Sample one thread: stop, copy, resume — and only then unwind.  */
-static int sample_thread(struct run *r, pid_t tid)
+/* Unwind a snapshot taken this tick and add it to the profile.  */
+static int unwind_and_record(struct run *r, const struct cp_snapshot *snap)
 {
-	const struct cp_sampler_options *o = r->o;
-	size_t npcs = 0;
-	uint64_t t0 = now_ns();
-	if (cp_target_stop(r->target, tid) < 0)
-		return 0;
-	if (o->unwind_mode == CP_UNWIND_PTRACE) {
-		npcs = cp_unwinder_unwind_ptrace(r->unwinder, tid, r->pcs,
-						 o->max_depth);
-		cp_target_resume(r->target, tid);
-		cp_hist_add(&r->stats->stopped, now_ns() - t0);
-	} else {
-		int rc = cp_target_snapshot(r->target, tid, &r->snap);
-		cp_target_resume(r->target, tid);
-		cp_hist_add(&r->stats->stopped, now_ns() - t0);
-		if (rc < 0)
-			return rc == -CP_E_NOMEM ? rc : 0;
-		cp_target_learn_stack(r->target, tid, r->snap.regs.rsp);
-		npcs = cp_unwinder_unwind(r->unwinder, &r->snap, r->pcs,
-					  o->max_depth);
-	}
+	cp_target_learn_stack(r->target, snap->tid, snap->regs.rsp);
+	size_t npcs = cp_unwinder_unwind(r->unwinder, snap, r->pcs,
+					 r->o->max_depth);
 	if (npcs == 0) {
 		r->stats->unwind_errors++;
 		return 0;
 	}
-	if (!cp_profile_thread_name(r->profile, tid))
-		name_thread(r, tid);
-	return record(r, tid, npcs);
+	if (!cp_profile_thread_name(r->profile, snap->tid))
+		name_thread(r, snap->tid);
+	return record(r, snap->tid, npcs);
+}
+
+/* A thread is held in the stop we asked for: copy what the unwinder
+ * needs and let it go.  Runs inside cp_target_serve.  */
+static void on_stop(void *arg, pid_t tid)
+{
+	struct run *r = arg;
+	uint64_t held = now_ns();
+	struct cp_thread *th = cp_target_thread(r->target, tid);
+	if (th && th->interrupt_ns && held > th->interrupt_ns)
+		cp_hist_add(&r->stats->stop_latency, held - th->interrupt_ns);
+	if (r->o->unwind_mode == CP_UNWIND_PTRACE) {
+		/* The comparison method: unwind through ptrace while held.  */
+		size_t npcs = cp_unwinder_unwind_ptrace(r->unwinder, tid, r->pcs,
+							r->o->max_depth);
+		cp_target_resume(r->target, tid);
+		cp_hist_add(&r->stats->stopped, now_ns() - held);
+		if (npcs == 0) {
+			r->stats->unwind_errors++;
+			return;
+		}
+		if (!cp_profile_thread_name(r->profile, tid))
+			name_thread(r, tid);
+		if (record(r, tid, npcs) < 0)
+			r->error = -CP_E_NOMEM;
+		return;
+	}
+	if (r->nsnaps == r->snaps_cap) {
+		size_t cap = r->snaps_cap ? r->snaps_cap * 2 : 8;
+		struct cp_snapshot *grown = realloc(r->snaps, cap * sizeof(*grown));
+		if (!grown) {
+			cp_target_resume(r->target, tid);
+			r->error = -CP_E_NOMEM;
+			return;
+		}
+		memset(grown + r->snaps_cap, 0,
+		       (cap - r->snaps_cap) * sizeof(*grown));
+		r->snaps = grown;
+		r->snaps_cap = cap;
+	}
+	int rc = cp_target_snapshot(r->target, tid, &r->snaps[r->nsnaps]);
+	cp_target_resume(r->target, tid);
+	cp_hist_add(&r->stats->stopped, now_ns() - held);
+	if (rc == 0)
+		r->nsnaps++;
+	else if (rc == -CP_E_NOMEM)
+		r->error = rc;
+}
+
+/* Serve the stops that have arrived, then, with every thread running
+ * again, unwind the copies: the slow part never holds the target.  */
+static int serve(struct run *r, unsigned spin_us)
+{
+	cp_target_serve(r->target, spin_us, on_stop, r);
+	for (size_t i = 0; i < r->nsnaps; i++) {
+		int rc = unwind_and_record(r, &r->snaps[i]);
+		if (rc < 0)
+			return rc;
+	}
+	r->nsnaps = 0;
+	return r->error;
 }
 
 static int tick(struct run *r)
 {
 	cp_symbols_new_epoch(r->symbols);
-	/* Stopping a thread can add threads (clone events) or remove them,
-	 * so work from a copy of the TIDs.  */
+	/* Ask every thread that matters to stop at once; serve each as it
+	 * stops.  No thread waits for another's snapshot, and a thread that
+	 * must first get a CPU is served when it does, without holding up
+	 * the clock.  */
 	size_t n;
 	struct cp_thread *threads = cp_target_threads(r->target, &n);
 	if (n > r->tids_cap) {
@@ -224,24 +276,20 @@ static int tick(struct run *r)
 	}
 	size_t count = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!threads[i].selected)
+		if (!threads[i].selected || threads[i].interrupting)
 			continue;
 		/* CPU mode: read the state before interrupting (afterwards it
 		 * is always "tracing stop"); a sleeping thread costs one
 		 * pread and is never stopped.  */
-		if (!r->o->wall) {
-			if (threads[i].group_stopped ||
-			    cp_target_thread_state(r->target, &threads[i]) != 'R')
-				continue;
-		}
+		if (!r->o->wall &&
+		    (threads[i].group_stopped ||
+		     cp_target_thread_state(r->target, &threads[i]) != 'R'))
+			continue;
 		r->tids[count++] = threads[i].tid;
 	}
-	for (size_t i = 0; i < count; i++) {
-		int rc = sample_thread(r, r->tids[i]);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	for (size_t i = 0; i < count; i++)
+		cp_target_interrupt(r->target, r->tids[i]);
+	return serve(r, count ? SPIN_US : 0);
 }
 
 static void fill_live_stats(struct run *r, uint64_t start)
@@ -322,7 +370,9 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 			stats->interrupted = true;
 			break;
 		}
-		cp_target_poll(target);
+		rc = serve(&r, 0);
+		if (rc < 0)
+			break;
 		if (cp_target_take_exec(target)) {
 			cp_unwinder_invalidate(unwinder);
 			cp_symbols_refresh(symbols);
@@ -396,7 +446,9 @@ out:
 out_free:
 	cp_hashidx_free(&r.loc_index);
 	free(r.loc_addrs);
-	free(r.snap.stack);
+	for (size_t i = 0; i < r.snaps_cap; i++)
+		free(r.snaps[i].stack);
+	free(r.snaps);
 	free(r.pcs);
 	free(r.locs);
 	free(r.tids);

@@ -24,7 +24,7 @@
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 
-/* How long cp_target_stop polls for the stop before it sleeps.  */
+/* How long we poll for an interrupted thread's stop for the stop before it sleeps.  */
 #define SPIN_WAIT_US 200
 
 struct cp_target {
@@ -147,6 +147,9 @@ static void detach_now(struct cp_target *t, struct cp_thread *th, int sig)
 }
 
 enum disposition { EV_OURS, EV_HANDLED, EV_GONE };
+
+static bool interrupt_outstanding(const struct cp_target *t, pid_t tid);
+static long elapsed_us(const struct timespec *since);
 
 /* Handle one waitpid STATUS of TID.  Returns EV_OURS when it is the
  * interrupt-stop we were waiting for (the thread is then held stopped).  */
@@ -522,6 +525,11 @@ struct cp_thread *cp_target_threads(struct cp_target *target, size_t *count)
 	return target->threads;
 }
 
+struct cp_thread *cp_target_thread(struct cp_target *target, pid_t tid)
+{
+	return find_thread(target, tid);
+}
+
 size_t cp_target_threads_seen(const struct cp_target *target)
 {
 	return target->threads_seen;
@@ -544,15 +552,47 @@ bool cp_target_take_exec(struct cp_target *target)
 	return seen;
 }
 
-int cp_target_poll(struct cp_target *target)
+int cp_target_serve(struct cp_target *target, unsigned spin_us,
+		    cp_target_on_stop on_stop, void *arg)
 {
 	int handled = 0, status;
-	pid_t tid;
-	while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) {
-		dispatch(target, tid, status);
+	struct timespec spin_start;
+	clock_gettime(CLOCK_MONOTONIC, &spin_start);
+	for (;;) {
+		pid_t tid = waitpid(-1, &status, __WALL | WNOHANG);
+		if (tid < 0 && errno == EINTR)
+			continue;
+		if (tid <= 0) {
+			/* Nothing reported yet: keep polling only while an
+			 * interrupt of ours is on its way and the budget
+			 * lasts.  */
+			if (spin_us == 0 || !interrupt_outstanding(target, -1) ||
+			    elapsed_us(&spin_start) >= (long)spin_us)
+				break;
+			continue;
+		}
 		handled++;
+		if (dispatch(target, tid, status) != EV_OURS)
+			continue;
+		if (on_stop)
+			on_stop(arg, tid);
+		else
+			cp_target_resume(target, tid);
 	}
 	return handled;
+}
+
+int cp_target_poll(struct cp_target *target)
+{
+	return cp_target_serve(target, 0, NULL, NULL);
+}
+
+size_t cp_target_interrupts_outstanding(const struct cp_target *target)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < target->nthreads; i++)
+		n += target->threads[i].interrupting;
+	return n;
 }
 
 char cp_target_thread_state(struct cp_target *target, struct cp_thread *th)
@@ -573,12 +613,12 @@ char cp_target_thread_state(struct cp_target *target, struct cp_thread *th)
 	return close[2];
 }
 
-int cp_target_stop(struct cp_target *target, pid_t tid)
+int cp_target_interrupt(struct cp_target *target, pid_t tid)
 {
 	struct cp_thread *th = find_thread(target, tid);
 	if (!th)
 		return -CP_E_GONE;
-	if (th->stopped)
+	if (th->stopped || th->interrupting)
 		return 0;
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
 		/* ESRCH: the thread died and waits to be reaped.  */
@@ -588,40 +628,84 @@ int cp_target_stop(struct cp_target *target, pid_t tid)
 		return -CP_E_GONE;
 	}
 	th->interrupting = true;
-	/* The thread needs a few tens of microseconds to reach its stop.
-	 * Sleeping in waitpid adds our own wake-up latency to the time the
-	 * target is held, so poll briefly before blocking.  */
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	th->interrupt_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	return 0;
+}
+
+static bool interrupt_outstanding(const struct cp_target *t, pid_t tid)
+{
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].interrupting &&
+		    (tid <= 0 || t->threads[i].tid == tid))
+			return true;
+	return false;
+}
+
+static long elapsed_us(const struct timespec *since)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - since->tv_sec) * 1000000L +
+	       (now.tv_nsec - since->tv_nsec) / 1000;
+}
+
+/* Wait until WHO (a TID, or -1 for any thread with an interrupt of ours
+ * outstanding) is held in our stop; handle everything else meanwhile.  */
+static int wait_stop(struct cp_target *target, pid_t who, pid_t *stopped_tid)
+{
+	/* A thread needs some microseconds to reach its stop.  Sleeping in
+	 * waitpid would add our own wake-up latency to the time the target
+	 * is held, so poll briefly before blocking.  */
 	struct timespec spin_start;
 	clock_gettime(CLOCK_MONOTONIC, &spin_start);
-	for (;;) {
+	bool spinning = true;
+	while (interrupt_outstanding(target, who)) {
 		int status;
-		pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
+		pid_t got = waitpid(who, &status,
+				    __WALL | (spinning ? WNOHANG : 0));
 		if (got == 0) {
-			struct timespec now;
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			long spun_us = (now.tv_sec - spin_start.tv_sec) * 1000000L +
-				       (now.tv_nsec - spin_start.tv_nsec) / 1000;
-			if (spun_us < SPIN_WAIT_US)
-				continue;
-			got = waitpid(tid, &status, __WALL);
+			spinning = elapsed_us(&spin_start) < SPIN_WAIT_US;
+			continue;
 		}
 		if (got < 0) {
 			if (errno == EINTR)
 				continue;
-			th = find_thread(target, tid);
-			if (th)
-				remove_thread(target, th);
-			return -CP_E_GONE;
-		}
-		switch (dispatch(target, tid, status)) {
-		case EV_OURS:
-			return 0;
-		case EV_GONE:
-			return -CP_E_GONE;
-		case EV_HANDLED:
+			/* ECHILD: whatever we waited for is gone.  */
+			for (size_t i = 0; i < target->nthreads;)
+				if (target->threads[i].interrupting &&
+				    (who <= 0 || target->threads[i].tid == who))
+					remove_thread(target, &target->threads[i]);
+				else
+					i++;
 			break;
 		}
+		if (dispatch(target, got, status) == EV_OURS) {
+			*stopped_tid = got;
+			return 0;
+		}
 	}
+	return -CP_E_GONE;
+}
+
+int cp_target_wait_any(struct cp_target *target, pid_t *tid)
+{
+	return wait_stop(target, -1, tid);
+}
+
+int cp_target_stop(struct cp_target *target, pid_t tid)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	if (!th)
+		return -CP_E_GONE;
+	if (th->stopped)
+		return 0;
+	int rc = cp_target_interrupt(target, tid);
+	if (rc < 0)
+		return rc;
+	pid_t got;
+	return wait_stop(target, tid, &got);
 }
 
 /* Where the stack mapping of THREAD ends, from the kept maps, re-read once
@@ -654,12 +738,6 @@ int cp_target_snapshot(struct cp_target *target, pid_t tid,
 		return -CP_E_GONE;
 	snap->tid = tid;
 	snap->stack_len = 0;
-	if (!snap->stack) {
-		snap->stack = malloc(CP_TARGET_STACK_MAX);
-		if (!snap->stack)
-			return -CP_E_NOMEM;
-		snap->stack_cap = CP_TARGET_STACK_MAX;
-	}
 	/* Start below the stack pointer: leaf code may keep data in the
 	 * 128-byte red zone.  */
 	uint64_t sp = snap->regs.rsp;
@@ -668,16 +746,24 @@ int cp_target_snapshot(struct cp_target *target, pid_t tid,
 	struct stack_bounds *b = &target->bounds[index];
 	size_t len;
 	if (b->hi && sp >= b->lo && sp < b->hi) {
-		uint64_t avail = b->hi - (from < b->lo ? b->lo : from);
-		len = avail < snap->stack_cap ? (size_t)avail : snap->stack_cap;
 		if (from < b->lo)
 			from = b->lo;
+		uint64_t avail = b->hi - from;
+		len = avail < CP_TARGET_STACK_MAX ? (size_t)avail
+						  : CP_TARGET_STACK_MAX;
 	} else {
 		/* Bounds unknown: copy a first guess now; the read stops by
 		 * itself at an unmapped or protected page.  The bounds are
 		 * learned after the thread runs again.  */
 		len = 64 * 1024;
 		b->lo = b->hi = 0;
+	}
+	if (snap->stack_cap < len) {
+		unsigned char *grown = realloc(snap->stack, len);
+		if (!grown)
+			return -CP_E_NOMEM;
+		snap->stack = grown;
+		snap->stack_cap = len;
 	}
 	struct iovec local = {snap->stack, len};
 	struct iovec remote = {(void *)(uintptr_t)from, len};

@@ -61,7 +61,12 @@ struct cp_sampler_stats {
 	uint64_t threads_seen;
 	size_t threads_now;
 	uint64_t unwind_errors;   /* snapshots whose pc could not be read */
-	struct cp_hist stopped;   /* per-sample target stop time */
+	/* Per sample, how long the thread was held stopped: from its stop
+	 * being reported to its resumption.  */
+	struct cp_hist stopped;
+	/* Per sample, from asking the thread to stop to its stop being
+	 * reported (the thread runs on meanwhile, or waits for a CPU).  */
+	struct cp_hist stop_latency;
 	bool target_exited;
 	bool interrupted;         /* ended by *stop */
 };

@@ -23,6 +23,7 @@ struct cp_thread {
 	bool selected;        /* sampled (all threads unless -t was given) */
 	bool group_stopped;   /* in a group-stop (SIGSTOP): resumed with LISTEN */
 	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */
+	uint64_t interrupt_ns;/* CLOCK_MONOTONIC time it was sent */
 	bool stopped;         /* in a ptrace-stop that we are holding */
 	int pending_signal;   /* signal to hand back when resuming, 0 for none */
 	uint64_t samples;     /* samples taken from this thread */
@@ -74,6 +75,9 @@ bool cp_target_launched(const struct cp_target *target);
  * change the thread list (any call below taking the target).  */
 struct cp_thread *cp_target_threads(struct cp_target *target, size_t *count);
 
+/* The thread TID, or NULL; borrowed like cp_target_threads.  */
+struct cp_thread *cp_target_thread(struct cp_target *target, pid_t tid);
+
 /* Threads seen since attach, including those that exited.  */
 size_t cp_target_threads_seen(const struct cp_target *target);
 
@@ -89,13 +93,39 @@ int cp_target_exit_status(const struct cp_target *target);
 bool cp_target_take_exec(struct cp_target *target);
 
 /* Collect and handle every pending ptrace event without blocking: new
- * threads, exits, signals (passed back), group-stops.  Returns the number
+ * threads, exits, signals (passed back), group-stops.  A thread that
+ * reports the stop we asked for is resumed at once.  Returns the number
  * of events handled.  */
 int cp_target_poll(struct cp_target *target);
+
+/* Called by cp_target_serve for a thread held in the stop we asked for;
+ * it must resume the thread (cp_target_resume) before returning.  */
+typedef void (*cp_target_on_stop)(void *arg, pid_t tid);
+
+/* Like cp_target_poll, but hand each thread that reports our stop to
+ * ON_STOP, and keep polling for up to SPIN_US microseconds while
+ * interrupts of ours are outstanding (sleeping in the kernel would add our
+ * wake-up latency to the time a thread is held).  */
+int cp_target_serve(struct cp_target *target, unsigned spin_us,
+		    cp_target_on_stop on_stop, void *arg);
+
+/* Threads asked to stop that have not reported it yet.  */
+size_t cp_target_interrupts_outstanding(const struct cp_target *target);
 
 /* The run state letter of THREAD from /proc (pread on the kept fd), '?'
  * when unreadable.  Read this before interrupting: after, it is 't'.  */
 char cp_target_thread_state(struct cp_target *target, struct cp_thread *thread);
+
+/* Ask thread TID to stop (PTRACE_INTERRUPT) without waiting; collect
+ * the stop with cp_target_wait_any.  Interrupting every thread first and
+ * then serving them in the order they stop keeps each one held only for
+ * its own snapshot.  Returns 0 or -CP_E_GONE.  */
+int cp_target_interrupt(struct cp_target *target, pid_t tid);
+
+/* Wait until one of the interrupted threads is held in our stop and put
+ * its TID in *TID.  Returns 0, or -CP_E_GONE when no interrupt is
+ * outstanding any more (the threads exited).  */
+int cp_target_wait_any(struct cp_target *target, pid_t *tid);
 
 /* Stop THREAD and wait until it is in a ptrace-stop we hold, handling
  * whatever else it reports meanwhile.  Returns 0 or -CP_E_GONE.  May add

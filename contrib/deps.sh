@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install the Debian packages cprof needs to build, test and benchmark.
+# Idempotent: does nothing when everything is already installed.
+set -euo pipefail
+
+packages=(
+	gcc make pkg-config            # build
+	libunwind-dev libelf-dev libdw-dev   # unwinding and symbols
+	check                          # unit and end-to-end tests
+	linux-perf elfutils time       # reference tools for make bench
+	procps                         # ps, used by tests and the demo
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: all installed"
+	exit 0
+fi
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+echo "deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,533 @@
+/* Unit tests for the /proc parsers (cprof/procfs.h) and cp_strerror().
+ * Recorded and hand-made inputs live in fixtures/data/.  */
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cprof/error.h"
+#include "cprof/procfs.h"
+
+#define DATA CP_SOURCE_DIR "/fixtures/data/"
+
+/* The whole of fixtures/data/NAME, NUL-terminated; the caller frees it.  */
+static char *read_fixture(const char *name, size_t *len)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), DATA "%s", name);
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+	char *text = NULL;
+	size_t size = 0;
+	FILE *mem = open_memstream(&text, &size);
+	int c;
+	while ((c = getc(f)) != EOF)
+		putc(c, mem);
+	fclose(f);
+	fclose(mem);
+	*len = size;
+	return text;
+}
+
+static struct cp_maps *parse_maps_fixture(const char *name)
+{
+	size_t len, bad_line = 0;
+	char *text = read_fixture(name, &len);
+	struct cp_maps *maps = NULL;
+	int rc = cp_maps_parse(text, len, &maps, &bad_line);
+	ck_assert_msg(rc == 0, "%s: rc %d (%s) at line %zu", name, rc,
+		      cp_strerror(rc), bad_line);
+	free(text);
+	return maps;
+}
+
+static void assert_map(const struct cp_map *m, uint64_t start, uint64_t end,
+		       const char *perms, uint64_t offset, uint64_t inode,
+		       const char *path)
+{
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->start, start);
+	ck_assert_uint_eq(m->end, end);
+	ck_assert_int_eq(m->readable, perms[0] == 'r');
+	ck_assert_int_eq(m->writable, perms[1] == 'w');
+	ck_assert_int_eq(m->executable, perms[2] == 'x');
+	ck_assert_uint_eq(m->offset, offset);
+	ck_assert_uint_eq(m->inode, inode);
+	ck_assert_str_eq(m->path, path);
+}
+
+static void assert_sorted(const struct cp_maps *maps)
+{
+	for (size_t i = 0; i < maps->count; i++) {
+		ck_assert_msg(maps->maps[i].start < maps->maps[i].end,
+			      "map %zu is empty or inverted", i);
+		if (i > 0)
+			ck_assert_msg(maps->maps[i - 1].end <= maps->maps[i].start,
+				      "maps %zu and %zu out of order", i - 1, i);
+	}
+}
+
+/* A pid that existed a moment ago and is now reaped.  */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	return pid;
+}
+
+static void own_comm(char comm[16])
+{
+	memset(comm, 0, 16);
+	ck_assert_int_eq(prctl(PR_GET_NAME, comm), 0);
+}
+
+/* ------------------------------------------------------------ maps */
+
+/* `cat /proc/self/maps` on the test machine: a PIE binary.  */
+START_TEST(maps_pie)
+{
+	struct cp_maps *maps = parse_maps_fixture("maps-pie.txt");
+	ck_assert_uint_eq(maps->count, 38);
+	assert_sorted(maps);
+	struct cp_map *m = maps->maps;
+	assert_map(&m[0], 0x561ef5651000, 0x561ef5653000, "r--", 0, 247134, "/usr/bin/cat");
+	assert_map(&m[1], 0x561ef5653000, 0x561ef5658000, "r-x", 0x2000, 247134, "/usr/bin/cat");
+	assert_map(&m[4], 0x561ef565c000, 0x561ef565d000, "rw-", 0xa000, 247134, "/usr/bin/cat");
+	assert_map(&m[5], 0x561f1dd03000, 0x561f1dd24000, "rw-", 0, 0, "[heap]");
+	/* anonymous: the kernel prints "0 " and no name */
+	assert_map(&m[6], 0x7f0688ca6000, 0x7f0688cc8000, "rw-", 0, 0, "");
+	assert_map(&m[17], 0x7f0688d4f000, 0x7f0688ea5000, "r-x", 0x26000, 332835,
+		   "/usr/lib/x86_64-linux-gnu/libc.so.6");
+	/* shared mapping ("r--s") */
+	assert_map(&m[25], 0x7f0688f0e000, 0x7f0688f15000, "r--", 0, 332280,
+		   "/usr/lib/x86_64-linux-gnu/gconv/gconv-modules.cache");
+	assert_map(&m[30], 0x7f0688f1e000, 0x7f0688f20000, "r-x", 0, 0, "[vdso]");
+	assert_map(&m[36], 0x7ffd846ea000, 0x7ffd8470b000, "rw-", 0, 0, "[stack]");
+	assert_map(&m[37], 0xffffffffff600000, 0xffffffffff601000, "--x", 0, 0, "[vsyscall]");
+	cp_maps_free(maps);
+}
+END_TEST
+
+/* Hand-made: deleted files, paths with spaces and parentheses.  */
+START_TEST(maps_deleted_and_spaces)
+{
+	struct cp_maps *maps = parse_maps_fixture("maps-deleted.txt");
+	ck_assert_uint_eq(maps->count, 15);
+	assert_sorted(maps);
+	struct cp_map *m = maps->maps;
+	const char *app = "/home/ann/My Projects/app (v2)/app (deleted)";
+	assert_map(&m[0], 0x559a1c400000, 0x559a1c401000, "r--", 0, 1048602, app);
+	assert_map(&m[1], 0x559a1c401000, 0x559a1c402000, "r-x", 0x1000, 1048602, app);
+	assert_map(&m[3], 0x559a1c403000, 0x559a1c404000, "rw-", 0x3000, 1048602, app);
+	assert_map(&m[5], 0x7f3b2c000000, 0x7f3b2c021000, "rw-", 0, 0, "");
+	/* anonymous without the trailing space */
+	assert_map(&m[6], 0x7f3b2c021000, 0x7f3b30000000, "---", 0, 0, "");
+	assert_map(&m[9], 0x7f3b31e10000, 0x7f3b31e11000, "r-x", 0, 1048777,
+		   "/home/ann/My Projects/lib/libplugin old.so (deleted)");
+	assert_map(&m[10], 0x7f3b31e20000, 0x7f3b31e24000, "rw-", 0, 3094,
+		   "/memfd:ring buffer (deleted)");
+	assert_map(&m[12], 0x7f3b31e26000, 0x7f3b31e28000, "r-x", 0, 0, "[vdso]");
+	assert_map(&m[13], 0x7ffc8e1d5000, 0x7ffc8e1f6000, "rw-", 0, 0, "[stack]");
+	cp_maps_free(maps);
+}
+END_TEST
+
+START_TEST(maps_find_boundaries)
+{
+	struct cp_maps *maps = parse_maps_fixture("maps-deleted.txt");
+	struct cp_map *m = maps->maps;
+	/* start inclusive, end exclusive: adjacent maps share an address */
+	ck_assert_ptr_eq(cp_maps_find(maps, 0x559a1c400000), &m[0]);
+	ck_assert_ptr_eq(cp_maps_find(maps, 0x559a1c400fff), &m[0]);
+	ck_assert_ptr_eq(cp_maps_find(maps, 0x559a1c401000), &m[1]);
+	ck_assert_ptr_eq(cp_maps_find(maps, 0x559a1c403fff), &m[3]);
+	ck_assert_ptr_eq(cp_maps_find(maps, 0x7f3b31e26abc), &m[12]);
+	ck_assert_ptr_eq(cp_maps_find(maps, 0xffffffffff600000), &m[14]);
+	/* before the first, in gaps, after the last */
+	ck_assert_ptr_null(cp_maps_find(maps, 0));
+	ck_assert_ptr_null(cp_maps_find(maps, 0x559a1c3fffff));
+	ck_assert_ptr_null(cp_maps_find(maps, 0x559a1c404000));
+	ck_assert_ptr_null(cp_maps_find(maps, 0x559a1d000000));
+	ck_assert_ptr_null(cp_maps_find(maps, 0x7f3b31bbd000));
+	ck_assert_ptr_null(cp_maps_find(maps, 0xffffffffff601000));
+	ck_assert_ptr_null(cp_maps_find(maps, UINT64_MAX));
+	cp_maps_free(maps);
+}
+END_TEST
+
+START_TEST(maps_no_final_newline_and_empty)
+{
+	const char *text = "00400000-00401000 r-xp 00000000 08:01 42 /bin/x\n"
+			   "00401000-00402000 rw-p 00001000 08:01 42 /bin/x";
+	struct cp_maps *maps = NULL;
+	ck_assert_int_eq(cp_maps_parse(text, strlen(text), &maps, NULL), 0);
+	ck_assert_uint_eq(maps->count, 2);
+	assert_map(&maps->maps[1], 0x401000, 0x402000, "rw-", 0x1000, 42, "/bin/x");
+	cp_maps_free(maps);
+
+	maps = NULL;
+	ck_assert_int_eq(cp_maps_parse("", 0, &maps, NULL), 0);
+	ck_assert_uint_eq(maps->count, 0);
+	ck_assert_ptr_null(cp_maps_find(maps, 0x1000));
+	cp_maps_free(maps);
+	cp_maps_free(NULL);
+}
+END_TEST
+
+/* struct cp_maps is sorted by address whatever order the text had.  */
+START_TEST(maps_sorted)
+{
+	const char *text = "7f0000000000-7f0000001000 r-xp 00000000 08:01 7 /lib/b.so\n"
+			   "00400000-00401000 r-xp 00000000 08:01 42 /bin/x\n"
+			   "7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]\n";
+	struct cp_maps *maps = NULL;
+	ck_assert_int_eq(cp_maps_parse(text, strlen(text), &maps, NULL), 0);
+	ck_assert_uint_eq(maps->count, 3);
+	assert_sorted(maps);
+	ck_assert_str_eq(maps->maps[0].path, "/bin/x");
+	ck_assert_str_eq(maps->maps[1].path, "/lib/b.so");
+	ck_assert_str_eq(cp_maps_find(maps, 0x7f0000000800)->path, "/lib/b.so");
+	cp_maps_free(maps);
+}
+END_TEST
+
+START_TEST(maps_malformed_file)
+{
+	size_t len, bad_line = 0;
+	char *text = read_fixture("maps-malformed.txt", &len);
+	struct cp_maps *maps = NULL;
+	ck_assert_int_eq(cp_maps_parse(text, len, &maps, &bad_line), -CP_E_PARSE);
+	ck_assert_uint_eq(bad_line, 3);
+	free(text);
+}
+END_TEST
+
+static const struct {
+	const char *text;
+	size_t bad_line;
+} malformed_maps[] = {
+	{ "zzzz-1000 r-xp 00000000 00:00 0\n", 1 },
+	{ "1000-2000 r-xp 00000000 00:00 0\n2000 r-xp 00000000 00:00 0\n", 2 },
+	{ "1000-2000 r-xp 00000000 00:00 0\n2000-3000\n", 2 },
+	{ "1000-2000 r-xp\n", 1 },
+	{ "1000-2000 r-xp 00000000 00:00\n", 1 },
+	{ "1000-2000 r-xp 00000000 00:00 0\n"
+	  "2000-3000 r-xp 0000zz00 00:00 0\n"
+	  "3000-4000 r-xp 00000000 00:00 0\n", 2 },
+	{ "1000-2000 r-xp 00000000 00:00 0\n"
+	  "2000-3000 rw-p 00000000 00:00 0\n"
+	  "3000-4000 r-xp 00000000 00:00 inode\n", 3 },
+	{ "garbage\n", 1 },
+};
+
+START_TEST(maps_malformed_lines)
+{
+	const char *text = malformed_maps[_i].text;
+	size_t bad_line = 0;
+	struct cp_maps *maps = NULL;
+	ck_assert_msg(cp_maps_parse(text, strlen(text), &maps, &bad_line) == -CP_E_PARSE,
+		      "accepted: %s", text);
+	ck_assert_uint_eq(bad_line, malformed_maps[_i].bad_line);
+	/* BAD_LINE may be NULL */
+	ck_assert_int_eq(cp_maps_parse(text, strlen(text), &maps, NULL), -CP_E_PARSE);
+}
+END_TEST
+
+START_TEST(maps_read_self)
+{
+	struct cp_maps *maps = NULL;
+	ck_assert_int_eq(cp_maps_read(getpid(), &maps), 0);
+	assert_sorted(maps);
+
+	char exe[PATH_MAX] = "";
+	ck_assert_int_gt(readlink("/proc/self/exe", exe, sizeof(exe) - 1), 0);
+	/* not the test itself: START_TEST names a pointer to a TTest */
+	const struct cp_map *code = cp_maps_find(maps, (uintptr_t)&dead_pid);
+	ck_assert_ptr_nonnull(code);
+	ck_assert(code->executable);
+	ck_assert_str_eq(code->path, exe);
+
+	const struct cp_map *stack = cp_maps_find(maps, (uintptr_t)__builtin_frame_address(0));
+	ck_assert_ptr_nonnull(stack);
+	ck_assert_str_eq(stack->path, "[stack]");
+	ck_assert(stack->readable && stack->writable);
+	cp_maps_free(maps);
+}
+END_TEST
+
+START_TEST(maps_read_no_process)
+{
+	struct cp_maps *maps = NULL;
+	ck_assert_int_eq(cp_maps_read(dead_pid(), &maps), -CP_E_NOPROC);
+}
+END_TEST
+
+/* ------------------------------------------------------------ stat */
+
+static struct cp_task_stat parse_stat_fixture(const char *name)
+{
+	size_t len;
+	char *text = read_fixture(name, &len);
+	struct cp_task_stat st;
+	memset(&st, 0x55, sizeof(st));
+	int rc = cp_task_stat_parse(text, len, &st);
+	ck_assert_msg(rc == 0, "%s: rc %d (%s)", name, rc, cp_strerror(rc));
+	free(text);
+	return st;
+}
+
+START_TEST(stat_init)
+{
+	struct cp_task_stat st = parse_stat_fixture("stat-init.txt");
+	ck_assert_int_eq(st.tid, 1);
+	ck_assert_str_eq(st.comm, "process_api");
+	ck_assert_int_eq(st.state, 'S');
+	ck_assert_int_eq(st.ppid, 0);
+	ck_assert_uint_eq(st.flags, 4194560);
+	ck_assert(!(st.flags & CP_PF_KTHREAD));
+}
+END_TEST
+
+START_TEST(stat_kernel_threads)
+{
+	struct cp_task_stat st = parse_stat_fixture("stat-kthreadd.txt");
+	ck_assert_int_eq(st.tid, 2);
+	ck_assert_str_eq(st.comm, "kthreadd");
+	ck_assert_int_eq(st.state, 'S');
+	ck_assert_int_eq(st.ppid, 0);
+	ck_assert_uint_eq(st.flags, 0x208040);
+	ck_assert(st.flags & CP_PF_KTHREAD);
+
+	/* workqueue names are longer than TASK_COMM_LEN */
+	st = parse_stat_fixture("stat-kworker.txt");
+	ck_assert_int_eq(st.tid, 36);
+	ck_assert_str_eq(st.comm, "kworker/u8:2-events_unbound");
+	ck_assert_int_eq(st.state, 'I');
+	ck_assert_int_eq(st.ppid, 2);
+	ck_assert(st.flags & CP_PF_KTHREAD);
+}
+END_TEST
+
+START_TEST(stat_zombie_and_running)
+{
+	struct cp_task_stat st = parse_stat_fixture("stat-zombie.txt");
+	ck_assert_int_eq(st.tid, 3451);
+	ck_assert_str_eq(st.comm, "python3");
+	ck_assert_int_eq(st.state, 'Z');
+	ck_assert_int_eq(st.ppid, 3410);
+	ck_assert(!(st.flags & CP_PF_KTHREAD));
+
+	st = parse_stat_fixture("stat-running.txt");
+	ck_assert_int_eq(st.tid, 3453);
+	ck_assert_int_eq(st.state, 'R');
+	ck_assert_int_eq(st.ppid, 3408);
+}
+END_TEST
+
+/* The comm is everything between the first '(' and the last ')'.  */
+START_TEST(stat_comm_with_parentheses)
+{
+	struct cp_task_stat st = parse_stat_fixture("stat-weird-comm.txt");
+	ck_assert_int_eq(st.tid, 1234);
+	ck_assert_str_eq(st.comm, "my (weird) name");
+	ck_assert_int_eq(st.state, 'S');
+	ck_assert_int_eq(st.ppid, 1);
+	ck_assert_uint_eq(st.flags, 4194560);
+
+	/* a comm that looks like the fields that follow it */
+	st = parse_stat_fixture("stat-fake-fields.txt");
+	ck_assert_int_eq(st.tid, 4242);
+	ck_assert_str_eq(st.comm, "a) R 1 (b");
+	ck_assert_int_eq(st.state, 'T');
+	ck_assert_int_eq(st.ppid, 99);
+	ck_assert(!(st.flags & CP_PF_KTHREAD));
+}
+END_TEST
+
+START_TEST(stat_malformed)
+{
+	size_t len;
+	char *text = read_fixture("stat-malformed.txt", &len);
+	int lines = 0;
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		struct cp_task_stat st;
+		ck_assert_msg(cp_task_stat_parse(line, strlen(line), &st) == -CP_E_PARSE,
+			      "accepted: \"%s\"", line);
+		lines++;
+	}
+	ck_assert_int_eq(lines, 10);
+	free(text);
+
+	struct cp_task_stat st;
+	ck_assert_int_eq(cp_task_stat_parse("", 0, &st), -CP_E_PARSE);
+}
+END_TEST
+
+/* LEN bounds the text: the flags after it must not be seen.  */
+START_TEST(stat_respects_len)
+{
+	const char *line = "1234 (my (weird) name) S 1 1234 1234 0 -1 4194560 120 0\n";
+	struct cp_task_stat st;
+	size_t cut = strstr(line, " 4194560") - line;
+	ck_assert_int_eq(cp_task_stat_parse(line, cut, &st), -CP_E_PARSE);
+	ck_assert_int_eq(cp_task_stat_parse(line, strlen(line), &st), 0);
+}
+END_TEST
+
+START_TEST(stat_read_self)
+{
+	char comm[16];
+	own_comm(comm);
+	struct cp_task_stat st;
+	ck_assert_int_eq(cp_task_stat_read(getpid(), 0, &st), 0);
+	ck_assert_int_eq(st.tid, getpid());
+	ck_assert_int_eq(st.state, 'R');
+	ck_assert_str_eq(st.comm, comm);
+	ck_assert_int_eq(st.ppid, getppid());
+	ck_assert(!(st.flags & CP_PF_KTHREAD));
+
+	ck_assert_int_eq(cp_task_stat_read(getpid(), gettid(), &st), 0);
+	ck_assert_int_eq(st.tid, gettid());
+	ck_assert_int_eq(st.state, 'R');
+}
+END_TEST
+
+START_TEST(stat_read_no_process)
+{
+	struct cp_task_stat st;
+	ck_assert_int_eq(cp_task_stat_read(dead_pid(), 0, &st), -CP_E_NOPROC);
+}
+END_TEST
+
+START_TEST(state_names)
+{
+	ck_assert_str_eq(cp_task_state_name('R'), "running");
+	ck_assert_str_eq(cp_task_state_name('S'), "sleeping");
+	ck_assert_str_eq(cp_task_state_name('D'), "disk-wait");
+	ck_assert_str_eq(cp_task_state_name('T'), "stopped");
+	ck_assert_str_eq(cp_task_state_name('Z'), "zombie");
+	/* anything else still gets a word */
+	ck_assert_ptr_nonnull(cp_task_state_name('?'));
+	ck_assert_ptr_nonnull(cp_task_state_name('\0'));
+}
+END_TEST
+
+/* ------------------------------------------------------------ misc */
+
+START_TEST(tracer_pid)
+{
+	ck_assert_int_eq(cp_procfs_tracer_pid(getpid()), 0);
+	ck_assert_int_eq(cp_procfs_tracer_pid(dead_pid()), -1);
+}
+END_TEST
+
+START_TEST(comm_of_self)
+{
+	char comm[16], buf[64];
+	own_comm(comm);
+	cp_procfs_comm(getpid(), 0, buf, sizeof(buf));
+	ck_assert_str_eq(buf, comm);
+	cp_procfs_comm(getpid(), gettid(), buf, sizeof(buf));
+	ck_assert_str_eq(buf, comm);
+	cp_procfs_comm(dead_pid(), 0, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "");
+}
+END_TEST
+
+START_TEST(slurp)
+{
+	size_t want_len, len = 0;
+	char *want = read_fixture("stat-init.txt", &want_len);
+	char *text = NULL;
+	ck_assert_int_eq(cp_procfs_slurp(DATA "stat-init.txt", &text, &len), 0);
+	ck_assert_uint_eq(len, want_len);
+	ck_assert_str_eq(text, want);
+	free(text);
+	free(want);
+
+	/* /proc files report size 0: the whole text must still come back */
+	ck_assert_int_eq(cp_procfs_slurp("/proc/self/maps", &text, &len), 0);
+	ck_assert_uint_gt(len, 0);
+	ck_assert_uint_eq(strlen(text), len);
+	ck_assert_int_eq(text[len - 1], '\n');
+	free(text);
+
+	errno = 0;
+	ck_assert_int_eq(cp_procfs_slurp(DATA "no-such-file", &text, &len), -CP_E_SYS);
+	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+/* ------------------------------------------------------------ errors */
+
+START_TEST(strerror_messages)
+{
+	for (int code = 0; code < CP_E_COUNT_; code++) {
+		const char *msg = cp_strerror(code);
+		ck_assert_ptr_nonnull(msg);
+		ck_assert_msg(msg[0] != '\0', "code %d has no message", code);
+		ck_assert_str_eq(cp_strerror(-code), msg);
+		ck_assert_str_ne(msg, "unknown error");
+	}
+	ck_assert_str_eq(cp_strerror(-CP_E_PARSE), "malformed input");
+	ck_assert_str_eq(cp_strerror(CP_E_COUNT_), "unknown error");
+	ck_assert_str_eq(cp_strerror(-CP_E_COUNT_), "unknown error");
+	ck_assert_str_eq(cp_strerror(INT_MAX), "unknown error");
+	ck_assert_str_eq(cp_strerror(INT_MIN), "unknown error");
+}
+END_TEST
+
+static Suite *procfs_suite(void)
+{
+	Suite *s = suite_create("procfs");
+
+	TCase *tc = tcase_create("maps");
+	tcase_add_test(tc, maps_pie);
+	tcase_add_test(tc, maps_deleted_and_spaces);
+	tcase_add_test(tc, maps_find_boundaries);
+	tcase_add_test(tc, maps_no_final_newline_and_empty);
+	tcase_add_test(tc, maps_sorted);
+	tcase_add_test(tc, maps_malformed_file);
+	tcase_add_loop_test(tc, maps_malformed_lines, 0,
+			    sizeof(malformed_maps) / sizeof(malformed_maps[0]));
+	tcase_add_test(tc, maps_read_self);
+	tcase_add_test(tc, maps_read_no_process);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("stat");
+	tcase_add_test(tc, stat_init);
+	tcase_add_test(tc, stat_kernel_threads);
+	tcase_add_test(tc, stat_zombie_and_running);
+	tcase_add_test(tc, stat_comm_with_parentheses);
+	tcase_add_test(tc, stat_malformed);
+	tcase_add_test(tc, stat_respects_len);
+	tcase_add_test(tc, stat_read_self);
+	tcase_add_test(tc, stat_read_no_process);
+	tcase_add_test(tc, state_names);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("misc");
+	tcase_add_test(tc, tracer_pid);
+	tcase_add_test(tc, comm_of_self);
+	tcase_add_test(tc, slurp);
+	tcase_add_test(tc, strerror_messages);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(procfs_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
