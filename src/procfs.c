@@ -183,7 +183,9 @@ int cp_maps_parse(const char *text, size_t len, struct cp_maps **out,
 		}
 		p = eol + 1;
 	}
-	qsort(maps->maps, maps->count, sizeof(*maps->maps), compare_maps);
+	if (maps->count > 1)
+		qsort(maps->maps, maps->count, sizeof(*maps->maps),
+		      compare_maps);
 	*out = maps;
 	return 0;
 }

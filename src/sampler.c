@@ -94,6 +94,8 @@ struct run {
 	struct cp_snapshot *snaps;   /* stops served, not yet unwound */
 	size_t nsnaps, snaps_cap;
 	int error;                   /* from on_stop */
+	struct owed { pid_t tid; uint32_t ticks; } *owed;
+	size_t nowed;
 	uint64_t *pcs;
 	uint32_t *locs;
 	pid_t *tids;
@@ -160,8 +162,31 @@ static uint32_t location_of(struct run *r, uint64_t address)
 	return id;
 }
 
+/* Ticks that found TID still on its way to a stop we asked for earlier
+ * (waiting for a CPU): they belong to the sample it gives when it stops,
+ * whose stack is the one it had all along.  */
+static uint32_t *owed_slot(struct run *r, pid_t tid, bool create)
+{
+	for (size_t i = 0; i < r->nowed; i++)
+		if (r->owed[i].tid == tid)
+			return &r->owed[i].ticks;
+	if (!create)
+		return NULL;
+	struct owed *grown = realloc(r->owed, (r->nowed + 1) * sizeof(*grown));
+	if (!grown)
+		return NULL;
+	r->owed = grown;
+	r->owed[r->nowed].tid = tid;
+	r->owed[r->nowed].ticks = 0;
+	return &r->owed[r->nowed++].ticks;
+}
+
 static int record(struct run *r, pid_t tid, size_t npcs)
 {
+	uint32_t *owed = owed_slot(r, tid, false);
+	uint64_t count = 1 + (owed ? *owed : 0);
+	if (owed)
+		*owed = 0;
 	for (size_t i = 0; i < npcs; i++) {
 		r->locs[i] = location_of(r, r->pcs[i]);
 		if (r->locs[i] == UINT32_MAX)
@@ -170,8 +195,8 @@ static int record(struct run *r, pid_t tid, size_t npcs)
 	uint32_t stack = cp_profile_intern_stack(r->profile, r->locs, npcs);
 	if (stack == UINT32_MAX)
 		return -CP_E_NOMEM;
-	r->stats->samples++;
-	return cp_profile_add(r->profile, tid, stack, 1);
+	r->stats->samples += count;
+	return cp_profile_add(r->profile, tid, stack, count);
 }
 
 static void name_thread(struct run *r, pid_t tid)
@@ -276,7 +301,7 @@ static int tick(struct run *r)
 	}
 	size_t count = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!threads[i].selected || threads[i].interrupting)
+		if (!threads[i].selected)
 			continue;
 		/* CPU mode: read the state before interrupting (afterwards it
 		 * is always "tracing stop"); a sleeping thread costs one
@@ -285,6 +310,12 @@ static int tick(struct run *r)
 		    (threads[i].group_stopped ||
 		     cp_target_thread_state(r->target, &threads[i]) != 'R'))
 			continue;
+		if (threads[i].interrupting) {
+			uint32_t *owed = owed_slot(r, threads[i].tid, true);
+			if (owed)
+				(*owed)++;
+			continue;
+		}
 		r->tids[count++] = threads[i].tid;
 	}
 	for (size_t i = 0; i < count; i++)
@@ -452,5 +483,6 @@ out_free:
 	free(r.pcs);
 	free(r.locs);
 	free(r.tids);
+	free(r.owed);
 	return rc;
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <libunwind-ptrace.h>
+#include <elf.h>
 #include <libunwind.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,21 @@ struct cp_unwinder {
 	struct page_slot *pages;
 	const struct cp_snapshot *snap; /* the snapshot being unwound */
 	struct tid_upt *tid_upts;       /* for CP_UNWIND_PTRACE */
+	/* The vDSO has no file for libunwind-ptrace to open: its unwind
+	 * table is located in target memory instead.  */
+	bool vdso_tried, vdso_ok;
+	unw_dyn_info_t vdso_info;
 	size_t ntid_upts;
 };
+
+/* libunwind's search of a remote .eh_frame_hdr table.  It is what
+ * libunwind-ptrace itself calls, so it is exported; its header is not
+ * installed.  */
+extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as,
+					      unw_word_t ip,
+					      unw_dyn_info_t *di,
+					      unw_proc_info_t *pi,
+					      int need_unwind_info, void *arg);
 
 /* libunwind-ptrace's find_proc_info hands our memory accessor its own
  * handle as ARG, not ours, so the accessors find the unwinder being run
@@ -89,11 +103,72 @@ static struct module *module_for(struct cp_unwinder *uw, const char *path)
 	return m;
 }
 
+/* Find the .eh_frame_hdr binary search table of the vDSO mapped at MAP,
+ * reading its ELF headers from target memory.  */
+static bool locate_vdso_table(struct cp_unwinder *uw, const struct cp_map *map)
+{
+	size_t size = (size_t)(map->end - map->start);
+	if (size > 64 * 1024)
+		return false;
+	unsigned char *image = malloc(size);
+	bool ok = false;
+	if (!image || cp_target_read(uw->pid, map->start, image, size) !=
+			      (ssize_t)size)
+		goto out;
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)image;
+	if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > size)
+		goto out;
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)(image + eh->e_phoff);
+	uint64_t load_vaddr = UINT64_MAX, hdr_vaddr = 0;
+	for (int i = 0; i < eh->e_phnum; i++) {
+		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < load_vaddr)
+			load_vaddr = ph[i].p_vaddr;
+		if (ph[i].p_type == PT_GNU_EH_FRAME)
+			hdr_vaddr = ph[i].p_vaddr;
+	}
+	if (load_vaddr == UINT64_MAX || !hdr_vaddr)
+		goto out;
+	uint64_t bias = map->start - load_vaddr;
+	uint64_t hdr = hdr_vaddr - load_vaddr; /* offset in IMAGE */
+	if (hdr + 12 > size)
+		goto out;
+	/* version 1; eh_frame_ptr pcrel|sdata4; fde_count udata4; table of
+	 * datarel|sdata4 pairs: what every linker writes.  */
+	const unsigned char *h = image + hdr;
+	if (h[0] != 1 || h[1] != 0x1b || h[2] != 0x03 || h[3] != 0x3b)
+		goto out;
+	uint32_t fde_count;
+	memcpy(&fde_count, h + 8, sizeof(fde_count));
+	memset(&uw->vdso_info, 0, sizeof(uw->vdso_info));
+	uw->vdso_info.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	uw->vdso_info.start_ip = map->start;
+	uw->vdso_info.end_ip = map->end;
+	uw->vdso_info.u.rti.segbase = bias + hdr_vaddr;
+	uw->vdso_info.u.rti.table_data = bias + hdr_vaddr + 12;
+	uw->vdso_info.u.rti.table_len = fde_count * 8 / sizeof(unw_word_t);
+	ok = true;
+out:
+	free(image);
+	return ok;
+}
+
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 			  unw_proc_info_t *pi, int need_unwind_info, void *arg)
 {
 	struct cp_unwinder *uw = current;
 	const struct cp_map *map = find_map(uw, ip);
+	if (map && strcmp(map->path, "[vdso]") == 0) {
+		if (!uw->vdso_tried) {
+			uw->vdso_tried = true;
+			uw->vdso_ok = locate_vdso_table(uw, map);
+		}
+		if (!uw->vdso_ok)
+			return -UNW_ENOINFO;
+		return _Ux86_64_dwarf_search_unwind_table(
+			as, ip, &uw->vdso_info, pi, need_unwind_info, arg);
+	}
 	if (!map || map->path[0] == '\0' || map->path[0] == '[')
 		return -UNW_ENOINFO;
 	struct module *m = module_for(uw, map->path);
@@ -155,7 +230,8 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp,
 	/* Unwind tables live in read-only file mappings that do not change
 	 * while the target runs: cache their pages.  */
 	const struct cp_map *m = cp_maps_find(uw->maps, addr);
-	if (m && !m->writable && m->path[0] == '/' &&
+	if (m && !m->writable && (m->path[0] == '/' ||
+				  strcmp(m->path, "[vdso]") == 0) &&
 	    read_cached(uw, addr, valp, sizeof(*valp)))
 		return 0;
 	if (cp_target_read(uw->pid, addr, valp, sizeof(*valp)) ==
@@ -294,6 +370,7 @@ void cp_unwinder_free(struct cp_unwinder *uw)
 void cp_unwinder_invalidate(struct cp_unwinder *uw)
 {
 	drop_modules(uw);
+	uw->vdso_tried = uw->vdso_ok = false;
 	for (size_t i = 0; i < PAGE_CACHE_SLOTS; i++)
 		uw->pages[i].page = 0;
 	unw_flush_cache(uw->as, 0, 0);

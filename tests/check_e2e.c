@@ -1,0 +1,1043 @@
+/* End-to-end tests of cprof-attach: run the real program on the fixture
+ * programs and check what a user would check: the named functions in the
+ * right order, sample counts that match the frequency, the target left
+ * running, untraced and computing correctly, and the documented exit codes
+ * and messages on errors.
+ *
+ * Each test starts its own fixture, waits for its "ready" line on a pipe
+ * (never a sleep), and runs cprof-attach with a timeout.  The teardown
+ * kills and reaps whatever is left (tu_cleanup); every test case also has
+ * a Check timeout.  On a failed check the run (exit status, stdout,
+ * stderr) and the parsed profile are printed to stderr first, so the log
+ * shows what cprof-attach actually produced.  */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+/* Generous bounds: they only end a test that hangs.  */
+#define READY_TIMEOUT_MS 10000   /* fixture start-up */
+#define RUN_TIMEOUT_MS 20000     /* a cprof-attach run of a few seconds */
+#define EXIT_TIMEOUT_MS 15000    /* a fixture finishing its last seconds */
+
+/* The arguments for a fixture that outlives the test (teardown kills it).  */
+#define LONG_RUN "60"
+
+/* Fail the test with a formatted message, after printing RUN and PROFILE
+ * (either may be NULL) for the log.  */
+#define CHECK_RUN(cond, run, profile, ...)                                 \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "%s:%d: check failed: %s\n",       \
+				__FILE__, __LINE__, #cond);                \
+			if ((run) != NULL)                                 \
+				tu_run_dump((run), __func__, 4000);        \
+			if ((profile) != NULL)                             \
+				tu_profile_dump((profile), 40);            \
+			ck_abort_msg(__VA_ARGS__);                         \
+		}                                                          \
+	} while (0)
+
+static const struct tu_profile *const no_profile = NULL;
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+/* ------------------------------------------------------------- helpers */
+
+/* Check that FIXTURE started and printed "ready"; return it.  */
+static struct tu_proc *ready(struct tu_proc *fixture)
+{
+	ck_assert_msg(fixture != NULL, "the fixture could not be started");
+	ck_assert_msg(tu_proc_wait_line(fixture, "ready", READY_TIMEOUT_MS),
+		      "fixture %d did not print \"ready\" (stdout so far: %s)",
+		      (int)fixture->pid, fixture->output);
+	return fixture;
+}
+
+/* Check that RUN finished in time with exit status 0 and that TEXT (its
+ * stdout, or an output file) is a well-formed, non-empty folded profile;
+ * return the parsed profile.  */
+static struct tu_profile *expect_profile_text(const struct tu_run *run,
+					      const char *text)
+{
+	char error[256];
+	struct tu_profile *profile;
+
+	CHECK_RUN(!run->timed_out, run, no_profile,
+		  "cprof-attach did not finish in time");
+	CHECK_RUN(tu_run_exit_code(run) == 0, run, no_profile,
+		  "cprof-attach exited with %d, expected 0",
+		  tu_run_exit_code(run));
+	profile = tu_profile_parse(text, error, sizeof(error));
+	CHECK_RUN(profile != NULL, run, no_profile,
+		  "the output is not a folded profile: %s", error);
+	CHECK_RUN(tu_profile_total(profile) > 0, run, profile,
+		  "the profile is empty");
+	return profile;
+}
+
+static struct tu_profile *expect_profile(const struct tu_run *run)
+{
+	return expect_profile_text(run, run->out);
+}
+
+/* Check that RUN failed with EXIT_CODE and one line on stderr starting
+ * with "cprof-attach: " and containing CONTAINS (when not NULL), and that
+ * it printed nothing on stdout.  */
+static void expect_error(const struct tu_run *run, int exit_code,
+			 const char *contains)
+{
+	CHECK_RUN(!run->timed_out, run, no_profile,
+		  "cprof-attach did not finish in time");
+	CHECK_RUN(tu_run_exit_code(run) == exit_code, run, no_profile,
+		  "cprof-attach exited with %d, expected %d",
+		  tu_run_exit_code(run), exit_code);
+	CHECK_RUN(strncmp(run->err, "cprof-attach: ", 14) == 0, run, no_profile,
+		  "the error message does not start with \"cprof-attach: \"");
+	CHECK_RUN(tu_count_lines(run->err) == 1, run, no_profile,
+		  "the error message is %zu lines, expected one",
+		  tu_count_lines(run->err));
+	CHECK_RUN(contains == NULL || strstr(run->err, contains) != NULL, run,
+		  no_profile, "the error message does not mention \"%s\"",
+		  contains);
+	CHECK_RUN(run->out[0] == '\0', run, no_profile,
+		  "cprof-attach printed on stdout although it failed");
+}
+
+/* Check that every thread of FIXTURE is untraced and that it is running
+ * or sleeping, as it was before cprof-attach came (not stopped, not
+ * traced-stopped).  */
+static void expect_released(const struct tu_proc *fixture)
+{
+	char state = tu_proc_state(fixture->pid);
+	int traced = tu_traced_tasks(fixture->pid);
+
+	ck_assert_msg(state == 'R' || state == 'S',
+		      "fixture %d is in state '%c' after cprof-attach exited, "
+		      "expected R or S", (int)fixture->pid, state ? state : '0');
+	ck_assert_msg(traced == 0,
+		      "%d threads of fixture %d are still traced after "
+		      "cprof-attach exited", traced, (int)fixture->pid);
+}
+
+/* Wait for FIXTURE to finish its run and check that its self-check
+ * passed: "ok N" and exit status 0.  This is how the tests see that the
+ * profiler left the target's registers and memory intact.  */
+static void expect_fixture_ok(struct tu_proc *fixture)
+{
+	ck_assert_msg(tu_proc_wait_exit(fixture, EXIT_TIMEOUT_MS),
+		      "fixture %d did not exit at the end of its run",
+		      (int)fixture->pid);
+	ck_assert_msg(tu_proc_has_line_prefix(fixture, "ok "),
+		      "fixture %d did not report \"ok\"; its output: %s",
+		      (int)fixture->pid, fixture->output);
+	ck_assert_msg(WIFEXITED(fixture->status)
+		      && WEXITSTATUS(fixture->status) == 0,
+		      "fixture %d ended with wait status %#x, expected exit 0",
+		      (int)fixture->pid, (unsigned)fixture->status);
+}
+
+/* The four frames every sample of the chain fixture should hold.  */
+#define CHAIN TU_FRAMES("main", "chain_alpha", "chain_beta", "chain_gamma")
+
+/* Check that at least PERCENT % of PROFILE's samples hold the chain.  */
+static void expect_chain_share(const struct tu_run *run,
+			       const struct tu_profile *profile,
+			       unsigned percent)
+{
+	uint64_t total = tu_profile_total(profile);
+	uint64_t chain = tu_profile_count_contiguous(profile, CHAIN);
+
+	CHECK_RUN(chain * 100 >= total * percent, run, profile,
+		  "main;chain_alpha;chain_beta;chain_gamma is in %" PRIu64
+		  " of %" PRIu64 " samples, expected at least %u %%",
+		  chain, total, percent);
+}
+
+/* Samples of PROFILE whose root frame is ROOT and which hold NAMES
+ * contiguously.  */
+static uint64_t count_root_with(const struct tu_profile *profile,
+				const char *root, const char *const names[])
+{
+	uint64_t samples = 0;
+
+	for (size_t i = 0; i < profile->count; i++) {
+		const struct tu_stack *stack = &profile->stacks[i];
+
+		if (stack->depth > 0 && strcmp(stack->frames[0], root) == 0
+		    && tu_stack_has_contiguous(stack, names))
+			samples += stack->count;
+	}
+	return samples;
+}
+
+/* True when FRAME looks like a --threads frame: "TID name".  */
+static bool is_thread_frame(const char *frame)
+{
+	const char *p = frame;
+
+	if (*p < '1' || *p > '9')
+		return false;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return *p == ' ' && p[1] != '\0';
+}
+
+/* The --threads frame expected for the thread of PID named NAME:
+ * "TID NAME" into FRAME.  Fails the test when there is no such thread.  */
+static void thread_frame(pid_t pid, const char *name, char *frame,
+			 size_t frame_size)
+{
+	pid_t tid = tu_find_task(pid, name);
+
+	ck_assert_msg(tid > 0, "fixture %d has no thread named %s", (int)pid,
+		      name);
+	snprintf(frame, frame_size, "%d %s", (int)tid, name);
+}
+
+/* Check that every stack of PROFILE begins with a "TID name" frame.  */
+static void expect_thread_frames(const struct tu_run *run,
+				 const struct tu_profile *profile)
+{
+	for (size_t i = 0; i < profile->count; i++)
+		CHECK_RUN(is_thread_frame(profile->stacks[i].frames[0]), run,
+			  profile, "with --threads, stack %zu begins with "
+			  "\"%s\", not \"TID name\"", i + 1,
+			  profile->stacks[i].frames[0]);
+}
+
+/* -------------------------------------------------------------- chains */
+
+/* Attach to a chain fixture for about a second at 199 Hz: nearly every
+ * sample must show main;chain_alpha;chain_beta;chain_gamma, root to leaf,
+ * with nothing in between (frames of libc below main are fine).  */
+static void check_chain(const char *fixture_name)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start(fixture_name, LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-F", "199", "-d", "1",
+					  fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	uint64_t total = tu_profile_total(profile);
+
+	/* 199 expected on an idle machine.  This only checks that sampling
+	 * went on for the whole second; the exact count has its own test,
+	 * and a loaded machine costs a CPU-mode profile samples.  */
+	CHECK_RUN(total >= 40, run, profile,
+		  "only %" PRIu64 " samples in 1 s at 199 Hz (%s)", total,
+		  tu_machine_load());
+	expect_chain_share(run, profile, 95);
+	tu_profile_free(profile);
+}
+
+/* Frame pointers, no inlining.  */
+START_TEST(test_chain_O0)
+{
+	check_chain("chain-O0");
+}
+END_TEST
+
+/* No frame pointers: unwinding needs the DWARF CFI.  */
+START_TEST(test_chain_O2)
+{
+	check_chain("chain-O2");
+}
+END_TEST
+
+/* ------------------------------------------------------------- threads */
+
+/* The chains of the four workers and of the late thread, each under its
+ * thread's start function.  */
+#define PATH_A TU_FRAMES("worker_main", "path_a1", "path_a2")
+#define PATH_B TU_FRAMES("worker_main", "path_b1", "path_b2")
+#define PATH_C TU_FRAMES("worker_main", "path_c1", "path_c2")
+#define PATH_D TU_FRAMES("worker_main", "path_d1", "path_d2")
+#define PATH_LATE TU_FRAMES("late_main", "late_1", "late_2")
+
+/* Attach, then make the fixture start a thread and end another while the
+ * profiler runs: every worker's chain, and the late thread's, must be in
+ * the profile.  */
+START_TEST(test_threads_follow)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("threads", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_start("-d", "3", fixture->pid_text, NULL);
+	struct tu_profile *profile;
+	const struct {
+		const char *label;
+		const char *const *frames;
+	} chains[] = {
+		{ "worker_main;path_a1;path_a2", PATH_A },
+		{ "worker_main;path_b1;path_b2", PATH_B },
+		{ "worker_main;path_c1;path_c2", PATH_C },
+		{ "worker_main;path_d1;path_d2", PATH_D },
+		{ "late_main;late_1;late_2", PATH_LATE },
+	};
+
+	ck_assert_msg(run != NULL, "cprof-attach could not be started");
+	CHECK_RUN(tu_wait_traced(fixture->pid, 5000), run, no_profile,
+		  "cprof-attach did not seize all threads within 5 s");
+	/* worker-d ends within microseconds of the signal: give the
+	 * profiler about 50 ticks with it first.  */
+	tu_delay_ms(500);
+	ck_assert_int_eq(kill(fixture->pid, SIGUSR1), 0);
+	CHECK_RUN(tu_proc_wait_line(fixture, "late", 5000), run, no_profile,
+		  "the fixture did not start its late thread while traced "
+		  "(stdout: %s)", fixture->output);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	profile = expect_profile(run);
+	for (size_t i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
+		CHECK_RUN(tu_profile_count_contiguous(profile, chains[i].frames)
+			  > 0, run, profile, "no sample of %s",
+			  chains[i].label);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* With --threads each stack begins with "TID name" of the thread it came
+ * from: the names and TIDs must be the fixture's, each thread's frame must
+ * lead to its own chain, and the thread that exited before the run must
+ * not appear.  */
+START_TEST(test_threads_names)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("threads", LONG_RUN,
+							 NULL));
+	struct tu_run *run;
+	struct tu_profile *profile;
+	char frame[64];
+	const struct {
+		const char *name;
+		const char *const *frames;
+	} threads[] = {
+		{ "worker-a", PATH_A },
+		{ "worker-b", PATH_B },
+		{ "worker-c", PATH_C },
+		{ "late", PATH_LATE },
+	};
+
+	/* Before attaching: worker-d ends, "late" begins.  */
+	ck_assert_int_eq(kill(fixture->pid, SIGUSR1), 0);
+	ck_assert_msg(tu_proc_wait_line(fixture, "late", 5000),
+		      "the fixture did not start its late thread");
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "--threads", "-d", "1",
+			   fixture->pid_text, NULL);
+	profile = expect_profile(run);
+	expect_thread_frames(run, profile);
+	for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++) {
+		uint64_t samples, in_chain;
+
+		thread_frame(fixture->pid, threads[i].name, frame,
+			     sizeof(frame));
+		samples = tu_profile_count_root(profile, frame);
+		in_chain = count_root_with(profile, frame, threads[i].frames);
+		CHECK_RUN(samples > 0, run, profile,
+			  "no stack begins with \"%s\"", frame);
+		CHECK_RUN(in_chain * 100 >= samples * 90, run, profile,
+			  "only %" PRIu64 " of the %" PRIu64 " samples of "
+			  "\"%s\" are in its own chain", in_chain, samples,
+			  frame);
+	}
+	for (size_t i = 0; i < profile->count; i++) {
+		const char *root = profile->stacks[i].frames[0];
+		size_t len = strlen(root);
+
+		CHECK_RUN(len < 9 || strcmp(root + len - 9, " worker-d") != 0,
+			  run, profile,
+			  "worker-d exited before the run but has samples");
+	}
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* ------------------------------------------------------------- recurse */
+
+/* True when STACK is main, then at least MIN_RECURSE consecutive recurse
+ * frames, then recurse_bottom as the leaf.  */
+static bool is_deep_recursion(const struct tu_stack *stack,
+			      size_t min_recurse)
+{
+	size_t below_leaf, recursion = 0;
+
+	if (stack->depth < min_recurse + 2
+	    || strcmp(stack->frames[stack->depth - 1], "recurse_bottom") != 0)
+		return false;
+	below_leaf = stack->depth - 1;
+	while (below_leaf > 0
+	       && strcmp(stack->frames[below_leaf - 1], "recurse") == 0) {
+		recursion++;
+		below_leaf--;
+	}
+	return recursion >= min_recurse && below_leaf > 0
+	       && strcmp(stack->frames[below_leaf - 1], "main") == 0;
+}
+
+/* 201 recurse frames between main and the leaf: the whole stack must be
+ * there (the default --max-depth is 512).  */
+START_TEST(test_recurse_deep)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("recurse", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1",
+					  fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	uint64_t total = tu_profile_total(profile);
+	uint64_t deep = 0;
+
+	for (size_t i = 0; i < profile->count; i++)
+		if (is_deep_recursion(&profile->stacks[i], 200))
+			deep += profile->stacks[i].count;
+	/* The recursion itself (down and up) takes ~1 % of the time; the
+	 * rest is in recurse_bottom at full depth.  */
+	CHECK_RUN(deep * 100 >= total * 90, run, profile,
+		  "only %" PRIu64 " of %" PRIu64 " samples show main, >= 200 "
+		  "recurse frames and recurse_bottom as the leaf", deep, total);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* --max-depth 50 keeps the 50 innermost frames: recurse_bottom and 49
+ * recurse frames, never more than 50 frames.  */
+START_TEST(test_recurse_max_depth)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("recurse", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--max-depth", "50",
+					  "-d", "1", fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	uint64_t total = tu_profile_total(profile);
+	uint64_t at_bottom = tu_profile_count_leaf(profile, "recurse_bottom");
+	size_t deepest = tu_profile_max_depth(profile);
+
+	CHECK_RUN(deepest <= 50, run, profile,
+		  "a stack has %zu frames with --max-depth 50", deepest);
+	CHECK_RUN(at_bottom * 100 >= total * 90, run, profile,
+		  "recurse_bottom is the leaf of only %" PRIu64 " of %" PRIu64
+		  " samples: the innermost frames were not the ones kept",
+		  at_bottom, total);
+	for (size_t i = 0; i < profile->count; i++) {
+		const struct tu_stack *stack = &profile->stacks[i];
+
+		if (strcmp(stack->frames[stack->depth - 1], "recurse_bottom")
+		    != 0)
+			continue;
+		CHECK_RUN(stack->depth == 50, run, profile,
+			  "a stack ending in recurse_bottom has %zu frames, "
+			  "expected exactly 50", stack->depth);
+		for (size_t f = 0; f + 1 < stack->depth; f++)
+			CHECK_RUN(strcmp(stack->frames[f], "recurse") == 0, run,
+				  profile, "frame %zu of a cut stack is \"%s\", "
+				  "expected recurse", f + 1, stack->frames[f]);
+	}
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* ------------------------------------------------------------ sleepers */
+
+#define SLEEPER_CHAIN TU_FRAMES("sleeper_main", "sleeper_wait")
+#define BUSY_CHAIN TU_FRAMES("busy_main", "busy_1", "busy_2")
+
+/* CPU mode: only the busy thread is sampled; the sleepers never run, so
+ * not one sample may show them.  */
+START_TEST(test_sleepers_cpu)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("sleepers", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1",
+					  fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	uint64_t total = tu_profile_total(profile);
+	uint64_t busy = tu_profile_count_contiguous(profile, BUSY_CHAIN);
+	uint64_t asleep = tu_profile_count_frame(profile, "sleeper_wait");
+	uint64_t main_thread = tu_profile_count_frame(profile, "main_wait");
+
+	CHECK_RUN(asleep == 0 && main_thread == 0, run, profile,
+		  "CPU mode sampled sleeping threads: %" PRIu64 " samples in "
+		  "sleeper_wait, %" PRIu64 " in main_wait", asleep,
+		  main_thread);
+	CHECK_RUN(busy * 100 >= total * 95, run, profile,
+		  "busy_main;busy_1;busy_2 is in only %" PRIu64 " of %" PRIu64
+		  " samples", busy, total);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* --wall: every thread is sampled at every tick, asleep or not, so the
+ * three sleepers make 3 of every 5 samples (main, busy, 3 sleepers).  */
+START_TEST(test_sleepers_wall)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("sleepers", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--wall", "-d", "1",
+					  fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	uint64_t total = tu_profile_total(profile);
+	uint64_t asleep = tu_profile_count_contiguous(profile, SLEEPER_CHAIN);
+	uint64_t main_thread = tu_profile_count_contiguous(
+		profile, TU_FRAMES("main", "main_wait"));
+	uint64_t busy = tu_profile_count_contiguous(profile, BUSY_CHAIN);
+
+	CHECK_RUN(asleep > 0, run, profile,
+		  "--wall shows no sleeper_main;sleeper_wait");
+	CHECK_RUN(main_thread > 0, run, profile,
+		  "--wall shows no main;main_wait");
+	CHECK_RUN(busy > 0, run, profile, "--wall lost the busy thread");
+	CHECK_RUN(asleep * 100 >= total * 50 && asleep * 100 <= total * 70, run,
+		  profile, "the sleepers have %" PRIu64 " of %" PRIu64
+		  " samples, expected about 3/5", asleep, total);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* --wall --threads: three distinct sleeper threads, each sampled about as
+ * often as the busy one, each in sleeper_wait.  */
+START_TEST(test_sleepers_wall_threads)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("sleepers", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--wall", "--threads",
+					  "-d", "1", fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	char frame[64];
+	uint64_t busy_samples;
+
+	expect_thread_frames(run, profile);
+	thread_frame(fixture->pid, "busy", frame, sizeof(frame));
+	busy_samples = tu_profile_count_root(profile, frame);
+	CHECK_RUN(busy_samples > 0, run, profile, "no samples of \"%s\"",
+		  frame);
+	for (int i = 1; i <= 3; i++) {
+		char name[16];
+		uint64_t samples, asleep;
+
+		snprintf(name, sizeof(name), "sleeper-%d", i);
+		thread_frame(fixture->pid, name, frame, sizeof(frame));
+		samples = tu_profile_count_root(profile, frame);
+		asleep = count_root_with(profile, frame, SLEEPER_CHAIN);
+		CHECK_RUN(asleep > 0 && asleep == samples, run, profile,
+			  "\"%s\": %" PRIu64 " samples, %" PRIu64 " of them in "
+			  "sleeper_main;sleeper_wait; expected all", frame,
+			  samples, asleep);
+		CHECK_RUN(samples * 100 >= busy_samples * 80, run, profile,
+			  "\"%s\" has %" PRIu64 " samples, the busy thread %"
+			  PRIu64 ": --wall should sample both at every tick",
+			  frame, samples, busy_samples);
+	}
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* --------------------------------------------------------------- counts */
+
+/* Run cprof-attach on FIXTURE_NAME for 2 s at HZ and check that the
+ * number of samples is BUSY_THREADS * 2 * HZ within 10 %.  */
+static void check_count(const char *fixture_name, const char *hz,
+			unsigned busy_threads)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start(fixture_name, LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-F", hz, "-d", "2",
+					  fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	uint64_t total = tu_profile_total(profile);
+	uint64_t expected = (uint64_t)busy_threads * 2 * strtoul(hz, NULL, 10);
+
+	CHECK_RUN(total * 10 >= expected * 9 && total * 10 <= expected * 11,
+		  run, profile, "%" PRIu64 " samples, expected %" PRIu64
+		  " +- 10 %% (%u busy threads, 2 s at %s Hz; %s)", total,
+		  expected, busy_threads, hz, tu_machine_load());
+	tu_profile_free(profile);
+}
+
+START_TEST(test_count_one_thread)
+{
+	check_count("chain-O0", "200", 1);
+}
+END_TEST
+
+START_TEST(test_count_four_threads)
+{
+	check_count("threads", "100", 4);
+}
+END_TEST
+
+/* ------------------------------------------------------------ lifecycle */
+
+/* The target ends its run (1 s) long before -d 10: cprof-attach must
+ * notice, write what it has and exit 0 at once.  */
+START_TEST(test_target_exits)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", "1", NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "10",
+					  fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+
+	CHECK_RUN(run->elapsed < 4.0, run, profile,
+		  "cprof-attach took %.2f s to notice that its 1 s target "
+		  "exited", run->elapsed);
+	expect_chain_share(run, profile, 90);
+	expect_fixture_ok(fixture);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* SIGINT (Ctrl-C), SIGTERM and SIGHUP end a run without -d cleanly: exit
+ * 0, the profile so far, the target released and still computing
+ * correctly.  */
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+START_TEST(test_stop_signal)
+{
+	int signo = stop_signals[_i];
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", "4", NULL));
+	struct tu_run *run = tu_cprof_start(fixture->pid_text, NULL);
+	struct tu_profile *profile;
+	uint64_t total;
+
+	ck_assert_msg(run != NULL, "cprof-attach could not be started");
+	CHECK_RUN(tu_wait_traced(fixture->pid, 5000), run, no_profile,
+		  "cprof-attach did not attach within 5 s");
+	/* Let it collect about 50 samples at the default 99 Hz.  */
+	tu_delay_ms(500);
+	ck_assert_int_eq(kill(run->pid, signo), 0);
+	CHECK_RUN(tu_run_wait(run, 3000), run, no_profile,
+		  "cprof-attach did not exit within 3 s of signal %d (%s)",
+		  signo, strsignal(signo));
+	profile = expect_profile(run);
+	total = tu_profile_total(profile);
+	/* About 50 expected; see check_chain for why the bound is low.  */
+	CHECK_RUN(total >= 10, run, profile,
+		  "only %" PRIu64 " samples in 0.5 s at 99 Hz (%s)", total,
+		  tu_machine_load());
+	expect_chain_share(run, profile, 95);
+	expect_released(fixture);
+	expect_fixture_ok(fixture);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* Launch mode: cprof-attach -d 1 -o FILE -- COMMAND ARGS.  */
+START_TEST(test_launch)
+{
+	const char *dir = tu_temp_dir();
+	char output[4096];
+	char *text;
+	struct tu_run *run;
+	struct tu_profile *profile;
+
+	ck_assert_ptr_nonnull(dir);
+	snprintf(output, sizeof(output), "%s/launch.folded", dir);
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "-o", output, "--",
+			   CP_BUILD_DIR "/fixtures/chain-O0", "2", NULL);
+	text = tu_read_file(output);
+	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
+	profile = expect_profile_text(run, text);
+	/* The command's start-up (loader, calibration) is in the profile
+	 * too, but it is a few milliseconds.  */
+	expect_chain_share(run, profile, 90);
+	/* The command's stdout is cprof-attach's: it got to "ready".  */
+	CHECK_RUN(tu_text_has_line_prefix(run->out, "ready"), run, profile,
+		  "the launched command did not print \"ready\"");
+	tu_profile_free(profile);
+	free(text);
+}
+END_TEST
+
+/* Launch mode where the command ends first (1 s, -d 10): cprof-attach
+ * ends with it, with a profile, and the command ran to a correct end.  */
+START_TEST(test_launch_command_exits)
+{
+	const char *dir = tu_temp_dir();
+	char output[4096];
+	char *text;
+	struct tu_run *run;
+	struct tu_profile *profile;
+
+	ck_assert_ptr_nonnull(dir);
+	snprintf(output, sizeof(output), "%s/launch.folded", dir);
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "10", "-o", output, "--",
+			   CP_BUILD_DIR "/fixtures/chain-O0", "1", NULL);
+	text = tu_read_file(output);
+	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
+	profile = expect_profile_text(run, text);
+	CHECK_RUN(run->elapsed < 5.0, run, profile,
+		  "cprof-attach ran %.2f s for a 1 s command", run->elapsed);
+	expect_chain_share(run, profile, 90);
+	CHECK_RUN(tu_text_has_line_prefix(run->out, "ok "), run, profile,
+		  "the launched command did not end with \"ok\"");
+	tu_profile_free(profile);
+	free(text);
+}
+END_TEST
+
+/* --------------------------------------------------------------- detach */
+
+/* After -d 1 the fixture (3 s) is released: running, untraced, and at the
+ * end of its run its self-check passes.  ARGS: extra cprof-attach option
+ * or NULL.  */
+static void check_detach(const char *fixture_name, const char *option)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start(fixture_name, "3",
+							 NULL));
+	struct tu_run *run;
+	struct tu_profile *profile;
+
+	if (option != NULL)
+		run = tu_cprof_run(RUN_TIMEOUT_MS, option, "-d", "1",
+				   fixture->pid_text, NULL);
+	else
+		run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", fixture->pid_text,
+				   NULL);
+	profile = expect_profile(run);
+	expect_released(fixture);
+	expect_fixture_ok(fixture);
+	tu_profile_free(profile);
+}
+
+START_TEST(test_detach_chain)
+{
+	check_detach("chain-O0", NULL);
+}
+END_TEST
+
+START_TEST(test_detach_chain_O2)
+{
+	check_detach("chain-O2", NULL);
+}
+END_TEST
+
+START_TEST(test_detach_threads)
+{
+	check_detach("threads", NULL);
+}
+END_TEST
+
+/* The sleepers were interrupted in their futex waits at every tick: the
+ * waits must resume and end at the right time.  */
+START_TEST(test_detach_sleepers_wall)
+{
+	check_detach("sleepers", "--wall");
+}
+END_TEST
+
+/* ---------------------------------------------------------------- errors */
+
+/* A PID that does not exist: PID_MAX_LIMIT itself (PIDs are below it), and
+ * a child of ours that has been reaped.  */
+START_TEST(test_error_no_such_process)
+{
+	char reaped[16];
+	struct tu_run *run;
+
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "4194304", NULL);
+	expect_error(run, 2, NULL);
+	snprintf(reaped, sizeof(reaped), "%d", (int)tu_reaped_pid());
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", reaped, NULL);
+	expect_error(run, 2, NULL);
+}
+END_TEST
+
+START_TEST(test_error_not_a_pid)
+{
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "12abc", NULL), 2,
+		     NULL);
+}
+END_TEST
+
+START_TEST(test_error_zombie)
+{
+	pid_t zombie = tu_make_zombie();
+	char pid_text[16];
+
+	ck_assert_int_gt(zombie, 0);
+	ck_assert_int_eq(tu_proc_state(zombie), 'Z');
+	snprintf(pid_text, sizeof(pid_text), "%d", (int)zombie);
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", pid_text, NULL),
+		     2, NULL);
+}
+END_TEST
+
+START_TEST(test_error_kernel_thread)
+{
+	pid_t kthread = tu_find_kernel_thread();
+	char pid_text[16];
+
+	if (kthread == 0) {
+		/* In a PID namespace no kernel thread is visible: nothing
+		 * to test.  */
+		fprintf(stderr, "test_error_kernel_thread: no kernel thread "
+			"visible in /proc, skipped\n");
+		return;
+	}
+	snprintf(pid_text, sizeof(pid_text), "%d", (int)kthread);
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", pid_text, NULL),
+		     2, NULL);
+}
+END_TEST
+
+/* Another tracer holds the fixture: exit 1, a message naming the tracer,
+ * and the other tracer's hold untouched.  */
+START_TEST(test_error_already_traced)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	pid_t tracer = tu_hold_traced(fixture->pid);
+	char tracer_text[16];
+	struct tu_run *run;
+
+	ck_assert_msg(tracer > 0, "could not trace the fixture from a helper");
+	snprintf(tracer_text, sizeof(tracer_text), "%d", (int)tracer);
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", fixture->pid_text, NULL);
+	expect_error(run, 1, "already traced by");
+	CHECK_RUN(strstr(run->err, tracer_text) != NULL, run, no_profile,
+		  "the message does not name the tracer, PID %s", tracer_text);
+	ck_assert_int_eq(tu_task_tracer(fixture->pid, fixture->pid), tracer);
+}
+END_TEST
+
+/* Bad option values: exit 2 before touching the target.  */
+static const char *const bad_options[][3] = {
+	{ "-F", "0", NULL },
+	{ "-F", "10001", NULL },
+	{ "-F", "abc", NULL },
+	{ "-d", "-1", NULL },
+	{ "-d", "soon", NULL },
+	{ "--format", "nope", NULL },
+	{ "--no-such-option", NULL, NULL },
+};
+
+START_TEST(test_error_bad_option)
+{
+	const char *const *option = bad_options[_i];
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	struct tu_run *run;
+
+	if (option[1] != NULL)
+		run = tu_cprof_run(RUN_TIMEOUT_MS, option[0], option[1],
+				   fixture->pid_text, NULL);
+	else
+		run = tu_cprof_run(RUN_TIMEOUT_MS, option[0], fixture->pid_text,
+				   NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 2, run, no_profile,
+		  "cprof-attach %s %s PID: exit %d, expected 2", option[0],
+		  option[1] ? option[1] : "", tu_run_exit_code(run));
+	expect_error(run, 2, NULL);
+	expect_released(fixture);
+}
+END_TEST
+
+START_TEST(test_error_command_not_found)
+{
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "--",
+				  "/nonexistent/cmd", NULL), 2, NULL);
+}
+END_TEST
+
+/* An output file that cannot be created: exit 1, no file, no leftovers,
+ * and the target is not left traced.  */
+START_TEST(test_error_output_unwritable)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	const char *dir = tu_temp_dir();
+	char output[4096];
+	char **names;
+	struct stat info;
+	struct tu_run *run;
+
+	ck_assert_ptr_nonnull(dir);
+	ck_assert_msg(stat("/nonexistent-dir", &info) != 0,
+		      "/nonexistent-dir exists: the test needs it not to");
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "-o",
+			   "/nonexistent-dir/x.folded", fixture->pid_text, NULL);
+	expect_error(run, 1, NULL);
+	ck_assert_msg(stat("/nonexistent-dir", &info) != 0,
+		      "cprof-attach created /nonexistent-dir");
+
+	/* The same in a directory we can look into afterwards.  */
+	snprintf(output, sizeof(output), "%s/missing/x.folded", dir);
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "-o", output,
+			   fixture->pid_text, NULL);
+	expect_error(run, 1, NULL);
+	CHECK_RUN(tu_dir_entries(dir, &names) == 0, run, no_profile,
+		  "%s is not empty after a failed run: %s", dir,
+		  names && names[0] ? names[0] : "?");
+	tu_free_names(names);
+	expect_released(fixture);
+}
+END_TEST
+
+/* A PID that does not exist with -o: exit 2 and no file left behind.  */
+START_TEST(test_error_output_no_process)
+{
+	const char *dir = tu_temp_dir();
+	char output[4096];
+	char **names;
+	struct tu_run *run;
+
+	ck_assert_ptr_nonnull(dir);
+	snprintf(output, sizeof(output), "%s/out.folded", dir);
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "-o", output, "4194304",
+			   NULL);
+	expect_error(run, 2, NULL);
+	CHECK_RUN(tu_dir_entries(dir, &names) == 0, run, no_profile,
+		  "%s is not empty after a failed run: %s", dir,
+		  names && names[0] ? names[0] : "?");
+	tu_free_names(names);
+}
+END_TEST
+
+/* -o FILE appears only when complete (temporary file + rename): not there
+ * while the run goes on, and afterwards the directory holds exactly FILE,
+ * a valid profile; nothing goes to stdout.  */
+START_TEST(test_output_file_atomic)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	const char *dir = tu_temp_dir();
+	char output[4096];
+	char **names;
+	char *text;
+	int entries;
+	struct tu_run *run;
+	struct tu_profile *profile;
+
+	ck_assert_ptr_nonnull(dir);
+	snprintf(output, sizeof(output), "%s/out.folded", dir);
+	run = tu_cprof_start("-d", "1", "-o", output, fixture->pid_text, NULL);
+	ck_assert_msg(run != NULL, "cprof-attach could not be started");
+	CHECK_RUN(tu_wait_traced(fixture->pid, 5000), run, no_profile,
+		  "cprof-attach did not attach within 5 s");
+	CHECK_RUN(access(output, F_OK) != 0, run, no_profile,
+		  "%s exists while cprof-attach is still sampling", output);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	text = tu_read_file(output);
+	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
+	profile = expect_profile_text(run, text);
+	expect_chain_share(run, profile, 95);
+	CHECK_RUN(run->out[0] == '\0', run, profile,
+		  "with -o, cprof-attach also wrote to stdout");
+	entries = tu_dir_entries(dir, &names);
+	CHECK_RUN(entries == 1 && strcmp(names[0], "out.folded") == 0, run,
+		  profile, "%s holds %d entries (first: %s), expected only "
+		  "out.folded", dir, entries,
+		  entries > 0 ? names[0] : "none");
+	tu_free_names(names);
+	tu_profile_free(profile);
+	free(text);
+}
+END_TEST
+
+/* The summary goes to stderr, and -q silences it.  */
+START_TEST(test_quiet)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	struct tu_run *run;
+	struct tu_profile *profile;
+
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "0.5", fixture->pid_text, NULL);
+	profile = expect_profile(run);
+	CHECK_RUN(run->err[0] != '\0', run, profile,
+		  "no summary on stderr without -q");
+	tu_profile_free(profile);
+
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-q", "-d", "0.5", fixture->pid_text,
+			   NULL);
+	profile = expect_profile(run);
+	CHECK_RUN(run->err[0] == '\0', run, profile,
+		  "-q but something on stderr");
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- suite */
+
+static TCase *new_case(Suite *suite, const char *name, double timeout)
+{
+	TCase *tcase = tcase_create(name);
+
+	tcase_add_checked_fixture(tcase, NULL, teardown);
+	tcase_set_timeout(tcase, timeout);
+	suite_add_tcase(suite, tcase);
+	return tcase;
+}
+
+static Suite *e2e_suite(void)
+{
+	Suite *suite = suite_create("e2e");
+	TCase *tcase;
+
+	tcase = new_case(suite, "chain", 30);
+	tcase_add_test(tcase, test_chain_O0);
+	tcase_add_test(tcase, test_chain_O2);
+
+	tcase = new_case(suite, "threads", 30);
+	tcase_add_test(tcase, test_threads_follow);
+	tcase_add_test(tcase, test_threads_names);
+
+	tcase = new_case(suite, "recurse", 30);
+	tcase_add_test(tcase, test_recurse_deep);
+	tcase_add_test(tcase, test_recurse_max_depth);
+
+	tcase = new_case(suite, "sleepers", 30);
+	tcase_add_test(tcase, test_sleepers_cpu);
+	tcase_add_test(tcase, test_sleepers_wall);
+	tcase_add_test(tcase, test_sleepers_wall_threads);
+
+	tcase = new_case(suite, "count", 30);
+	tcase_add_test(tcase, test_count_one_thread);
+	tcase_add_test(tcase, test_count_four_threads);
+
+	tcase = new_case(suite, "lifecycle", 30);
+	tcase_add_test(tcase, test_target_exits);
+	tcase_add_loop_test(tcase, test_stop_signal, 0,
+			    sizeof(stop_signals) / sizeof(stop_signals[0]));
+	tcase_add_test(tcase, test_launch);
+	tcase_add_test(tcase, test_launch_command_exits);
+
+	tcase = new_case(suite, "detach", 30);
+	tcase_add_test(tcase, test_detach_chain);
+	tcase_add_test(tcase, test_detach_chain_O2);
+	tcase_add_test(tcase, test_detach_threads);
+	tcase_add_test(tcase, test_detach_sleepers_wall);
+
+	tcase = new_case(suite, "errors", 30);
+	tcase_add_test(tcase, test_error_no_such_process);
+	tcase_add_test(tcase, test_error_not_a_pid);
+	tcase_add_test(tcase, test_error_zombie);
+	tcase_add_test(tcase, test_error_kernel_thread);
+	tcase_add_test(tcase, test_error_already_traced);
+	tcase_add_loop_test(tcase, test_error_bad_option, 0,
+			    sizeof(bad_options) / sizeof(bad_options[0]));
+	tcase_add_test(tcase, test_error_command_not_found);
+	tcase_add_test(tcase, test_error_output_unwritable);
+	tcase_add_test(tcase, test_error_output_no_process);
+	tcase_add_test(tcase, test_output_file_atomic);
+	tcase_add_test(tcase, test_quiet);
+
+	return suite;
+}
+
+int main(void)
+{
+	SRunner *runner = srunner_create(e2e_suite());
+	int failed;
+
+	srunner_run_all(runner, CK_NORMAL);
+	failed = srunner_ntests_failed(runner);
+	srunner_free(runner);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
