@@ -379,35 +379,40 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 		goto out;
 	}
 
+	/* One periodic timer with absolute deadlines: the kernel keeps the
+	 * schedule (no drift), and the expiration count it returns tells how
+	 * many deadlines passed since we last looked — all but one of those
+	 * are missed ticks, skipped rather than made up in a burst.  */
 	const uint64_t period = 1000000000ull / (o->frequency ? o->frequency : 1);
 	const uint64_t start = now_ns();
 	const uint64_t end =
 		o->duration > 0 ? start + (uint64_t)(o->duration * 1e9) : 0;
-	uint64_t next = start + period;
 	uint64_t next_progress = start + 250000000ull;
-
+	struct itimerspec its = {
+		.it_interval = {(time_t)(period / 1000000000u),
+				(long)(period % 1000000000u)},
+		.it_value = {(time_t)((start + period) / 1000000000u),
+			     (long)((start + period) % 1000000000u)},
+	};
+	if (timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+		rc = -CP_E_SYS;
+		goto out;
+	}
+	bool events = true; /* a tracee may have reported something */
 	for (;;) {
-		/* A busy run may go from tick to tick without waiting: let a
-		 * pending SIGINT/SIGTERM/SIGHUP reach the caller's handler.  */
-		sigset_t pending;
-		if (sigpending(&pending) == 0 &&
-		    (sigismember(&pending, SIGINT) ||
-		     sigismember(&pending, SIGTERM) ||
-		     sigismember(&pending, SIGHUP))) {
-			struct timespec zero = {0, 0};
-			ppoll(NULL, 0, &zero, &wait_mask);
-		}
 		if (o->stop && *o->stop) {
 			stats->interrupted = true;
 			break;
 		}
-		rc = serve(&r, 0);
-		if (rc < 0)
-			break;
-		if (cp_target_take_exec(target)) {
-			cp_unwinder_invalidate(unwinder);
-			cp_symbols_refresh(symbols);
-			cp_hashidx_free(&r.loc_index);
+		if (events) {
+			rc = serve(&r, 0);
+			if (rc < 0)
+				break;
+			if (cp_target_take_exec(target)) {
+				cp_unwinder_invalidate(unwinder);
+				cp_symbols_refresh(symbols);
+				cp_hashidx_free(&r.loc_index);
+			}
 		}
 		if (cp_target_exited(target)) {
 			stats->target_exited = true;
@@ -421,40 +426,43 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 			o->progress(o->progress_arg, stats);
 			next_progress = now + 250000000ull;
 		}
-		if (now < next) {
-			uint64_t wake = next;
-			if (end && end < wake)
-				wake = end;
-			if (o->progress && next_progress < wake)
-				wake = next_progress;
-			struct itimerspec its = {
-				.it_value = {(time_t)(wake / 1000000000u),
-					     (long)(wake % 1000000000u)},
-			};
-			timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
-			struct pollfd fds[2] = {{timer_fd, POLLIN, 0},
-						{sig_fd, POLLIN, 0}};
-			ppoll(fds, 2, NULL, &wait_mask);
-			uint64_t buf[16];
-			while (read(timer_fd, buf, sizeof(buf)) > 0)
-				;
-			while (read(sig_fd, buf, sizeof(buf)) > 0)
-				;
+		/* Wait for the next tick, a tracee event, the end, or the next
+		 * progress update; SIGINT/SIGTERM/SIGHUP are unblocked only
+		 * here, atomically.  */
+		uint64_t wake = UINT64_MAX;
+		if (end)
+			wake = end;
+		if (o->progress && next_progress < wake)
+			wake = next_progress;
+		struct timespec timeout, *timeout_p = NULL;
+		if (wake != UINT64_MAX) {
+			uint64_t rel = wake > now ? wake - now : 0;
+			timeout.tv_sec = (time_t)(rel / 1000000000u);
+			timeout.tv_nsec = (long)(rel % 1000000000u);
+			timeout_p = &timeout;
+		}
+		struct pollfd fds[2] = {{timer_fd, POLLIN, 0}, {sig_fd, POLLIN, 0}};
+		int ready = ppoll(fds, 2, timeout_p, &wait_mask);
+		events = false;
+		if (ready <= 0)
 			continue;
+		if (fds[1].revents & POLLIN) {
+			struct signalfd_siginfo info[8];
+			while (read(sig_fd, info, sizeof(info)) > 0)
+				;
+			events = true;
 		}
-		/* A deadline came due.  If we are a whole period or more late,
-		 * those ticks are skipped and counted, not made up.  */
-		if (now - next >= period) {
-			uint64_t skipped = (now - next) / period;
-			stats->ticks_missed += skipped;
-			stats->ticks_scheduled += skipped;
-			next += skipped * period;
+		uint64_t expirations = 0;
+		if ((fds[0].revents & POLLIN) &&
+		    read(timer_fd, &expirations, sizeof(expirations)) ==
+			    (ssize_t)sizeof(expirations) &&
+		    expirations > 0) {
+			stats->ticks_scheduled += expirations;
+			stats->ticks_missed += expirations - 1;
+			rc = tick(&r);
+			if (rc < 0)
+				break;
 		}
-		stats->ticks_scheduled++;
-		next += period;
-		rc = tick(&r);
-		if (rc < 0)
-			break;
 	}
 	/* Threads may have renamed themselves since we first saw them.  */
 	size_t n;

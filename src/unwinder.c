@@ -322,7 +322,11 @@ int cp_unwinder_new(pid_t pid, struct cp_unwinder **out)
 		return -CP_E_NOMEM;
 	}
 	/* Remember the unwind rules of each pc seen: a hit skips the unwind
-	 * table search entirely.  */
+	 * table search and the CFI parsing.  (libunwind 1.6 guards this cache
+	 * with two sigprocmask calls per frame; measured against
+	 * UNW_CACHE_NONE, which parses every frame's FDE again, the total
+	 * tracer CPU time is about the same, and the cache wins on deep
+	 * stacks.)  */
 	unw_set_caching_policy(uw->as, UNW_CACHE_GLOBAL);
 	unw_set_cache_size(uw->as, 4096, 0);
 	unw_set_caching_policy(uw->as_ptrace, UNW_CACHE_GLOBAL);
