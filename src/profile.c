@@ -180,13 +180,33 @@ uint32_t cp_profile_add_location(struct cp_profile *p, uint64_t address,
 	struct cp_line *copy = malloc((nlines ? nlines : 1) * sizeof(*copy));
 	if (!copy)
 		return UINT32_MAX;
-	memcpy(copy, lines, nlines * sizeof(*copy));
+	if (nlines)
+		memcpy(copy, lines, nlines * sizeof(*copy));
 	struct cp_location *loc = &p->locations[p->nlocations];
 	loc->address = address;
 	loc->module = module;
 	loc->nlines = nlines;
 	loc->lines = copy;
 	return p->nlocations++;
+}
+
+int cp_profile_set_location(struct cp_profile *p, uint32_t id,
+			    uint32_t module, const struct cp_line *lines,
+			    uint32_t nlines)
+{
+	if (id >= p->nlocations)
+		return -CP_E_INVAL;
+	struct cp_line *copy = malloc((nlines ? nlines : 1) * sizeof(*copy));
+	if (!copy)
+		return -CP_E_NOMEM;
+	if (nlines)
+		memcpy(copy, lines, nlines * sizeof(*copy));
+	struct cp_location *loc = &p->locations[id];
+	free((void *)loc->lines);
+	loc->lines = copy;
+	loc->nlines = nlines;
+	loc->module = module;
+	return 0;
 }
 
 const struct cp_location *cp_profile_location(const struct cp_profile *p,

@@ -14,6 +14,7 @@
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "hashidx.h"
+#include "resolver.h"
 
 /* How long a tick polls for the stops it asked for before going back to
  * waiting (stragglers are served when they arrive).  */
@@ -100,67 +101,9 @@ struct run {
 	uint32_t *locs;
 	pid_t *tids;
 	size_t tids_cap;
-	/* address -> location id, so each address is symbolized and
-	 * converted once */
-	struct cp_hashidx loc_index;
-	uint64_t *loc_addrs;    /* by location id */
-	size_t loc_addrs_cap;
+	struct cp_resolver *resolver; /* address -> location, symbolized
+				       * once, on a thread of its own */
 };
-
-struct loc_key {
-	const struct run *r;
-	uint64_t address;
-};
-
-static bool loc_eq(const void *ctx, uint32_t id)
-{
-	const struct loc_key *k = ctx;
-	return k->r->loc_addrs[id] == k->address;
-}
-
-static uint32_t location_of(struct run *r, uint64_t address)
-{
-	uint64_t hash = cp_hash_u64(address);
-	struct loc_key key = {r, address};
-	uint32_t id = cp_hashidx_find(&r->loc_index, hash, loc_eq, &key);
-	if (id != UINT32_MAX)
-		return id;
-	const struct cp_symbol *sym = cp_symbols_lookup(r->symbols, address);
-	struct cp_line lines[16];
-	size_t n = sym->nframes < 16 ? sym->nframes : 16;
-	for (size_t i = 0; i < n; i++) {
-		const struct cp_frame *f = &sym->frames[i];
-		lines[i].function = cp_profile_intern(
-			r->profile, f->function, strlen(f->function));
-		lines[i].file = f->file ? cp_profile_intern(r->profile, f->file,
-							    strlen(f->file))
-					: 0;
-		lines[i].line = f->line;
-		lines[i].inlined = f->inlined;
-	}
-	uint32_t module = sym->module ? cp_profile_intern(r->profile,
-							  sym->module,
-							  strlen(sym->module))
-				      : 0;
-	id = cp_profile_add_location(r->profile, address, module, lines,
-				     (uint32_t)n);
-	if (id == UINT32_MAX)
-		return id;
-	if (id >= r->loc_addrs_cap) {
-		size_t cap = r->loc_addrs_cap ? r->loc_addrs_cap * 2 : 1024;
-		while (cap <= id)
-			cap *= 2;
-		uint64_t *grown = realloc(r->loc_addrs, cap * sizeof(*grown));
-		if (!grown)
-			return UINT32_MAX;
-		r->loc_addrs = grown;
-		r->loc_addrs_cap = cap;
-	}
-	r->loc_addrs[id] = address;
-	if (!cp_hashidx_insert(&r->loc_index, hash, id))
-		return UINT32_MAX;
-	return id;
-}
 
 /* Ticks that found TID still on its way to a stop we asked for earlier
  * (waiting for a CPU): they belong to the sample it gives when it stops,
@@ -188,7 +131,7 @@ static int record(struct run *r, pid_t tid, size_t npcs)
 	if (owed)
 		*owed = 0;
 	for (size_t i = 0; i < npcs; i++) {
-		r->locs[i] = location_of(r, r->pcs[i]);
+		r->locs[i] = cp_resolver_location(r->resolver, r->pcs[i]);
 		if (r->locs[i] == UINT32_MAX)
 			return -CP_E_NOMEM;
 	}
@@ -280,12 +223,12 @@ static int serve(struct run *r, unsigned spin_us)
 			return rc;
 	}
 	r->nsnaps = 0;
+	cp_resolver_collect(r->resolver);
 	return r->error;
 }
 
 static int tick(struct run *r)
 {
-	cp_symbols_new_epoch(r->symbols);
 	/* Ask every thread that matters to stop at once; serve each as it
 	 * stops.  No thread waits for another's snapshot, and a thread that
 	 * must first get a CPU is served when it does, without holding up
@@ -378,6 +321,11 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 		rc = -CP_E_SYS;
 		goto out;
 	}
+	/* Started with the signals above blocked, so they reach only this
+	 * thread.  */
+	rc = cp_resolver_start(symbols, profile, &r.resolver);
+	if (rc < 0)
+		goto out;
 
 	/* One periodic timer with absolute deadlines: the kernel keeps the
 	 * schedule (no drift), and the expiration count it returns tells how
@@ -411,7 +359,7 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 			if (cp_target_take_exec(target)) {
 				cp_unwinder_invalidate(unwinder);
 				cp_symbols_refresh(symbols);
-				cp_hashidx_free(&r.loc_index);
+				cp_resolver_reset(r.resolver);
 			}
 		}
 		if (cp_target_exited(target)) {
@@ -483,8 +431,7 @@ out:
 		;
 	sigprocmask(SIG_SETMASK, &saved, NULL);
 out_free:
-	cp_hashidx_free(&r.loc_index);
-	free(r.loc_addrs);
+	cp_resolver_finish(r.resolver);
 	for (size_t i = 0; i < r.snaps_cap; i++)
 		free(r.snaps[i].stack);
 	free(r.snaps);

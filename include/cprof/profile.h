@@ -53,6 +53,12 @@ uint32_t cp_profile_add_location(struct cp_profile *profile,
 				 uint64_t address, uint32_t module,
 				 const struct cp_line *lines, uint32_t nlines);
 
+/* Replace the module and lines of location ID (a location added before
+ * its address was symbolized).  Returns 0, -CP_E_INVAL or -CP_E_NOMEM.  */
+int cp_profile_set_location(struct cp_profile *profile, uint32_t id,
+			    uint32_t module, const struct cp_line *lines,
+			    uint32_t nlines);
+
 const struct cp_location *cp_profile_location(const struct cp_profile *p,
 					      uint32_t id);
 

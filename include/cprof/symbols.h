@@ -13,9 +13,17 @@
 struct cp_symbols;
 
 struct cp_symbols_options {
-	const char *const *debuginfo_dirs; /* searched first; may be NULL */
+	/* Searched first for separate debug files, in both layouts: the
+	 * .gnu_debuglink name (DIR/<module dir>/NAME and DIR/NAME) and
+	 * DIR/.build-id/xx/rest.debug.  May be NULL.  */
+	const char *const *debuginfo_dirs;
 	size_t n_debuginfo_dirs;
-	int verbose;                       /* > 0: report lookup statistics */
+	bool no_demangle;   /* keep C++/Rust names as the symbol table has them */
+	int verbose;        /* > 0: report lookup statistics */
+	/* Called with one line of text for each problem met along the way
+	 * (a corrupt debug file, a build-id mismatch); may be NULL.  */
+	void (*warn)(void *arg, const char *message);
+	void *warn_arg;
 };
 
 /* One source-level frame at an address.  Strings are borrowed, valid until

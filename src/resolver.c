@@ -1,0 +1,244 @@
+#include "resolver.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cprof/error.h"
+#include "hashidx.h"
+
+/* A unit of work for the symbolizer thread.  LOCATION UINT32_MAX with
+ * address 0 asks it to re-read the target's modules (after an exec).  */
+struct job {
+	uint64_t address;
+	uint32_t location;
+	const struct cp_symbol *symbol; /* the answer */
+};
+
+struct job_list {
+	struct job *jobs;
+	size_t count, cap;
+};
+
+struct cp_resolver {
+	struct cp_symbols *symbols;
+	struct cp_profile *profile;
+	/* sampler side only */
+	struct cp_hashidx index;     /* address -> location */
+	uint64_t *addresses;         /* by location id */
+	size_t addresses_cap;
+	struct job_list outbox;      /* not yet handed over */
+	/* shared, under LOCK */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;         /* work arrived, or quit */
+	pthread_cond_t idle;         /* the thread emptied its queue */
+	struct job_list todo;
+	struct job_list done;
+	bool busy;                   /* the thread holds a batch */
+	bool quit;
+};
+
+static bool push(struct job_list *list, struct job job)
+{
+	if (list->count == list->cap) {
+		size_t cap = list->cap ? list->cap * 2 : 256;
+		struct job *grown = realloc(list->jobs, cap * sizeof(*grown));
+		if (!grown)
+			return false;
+		list->jobs = grown;
+		list->cap = cap;
+	}
+	list->jobs[list->count++] = job;
+	return true;
+}
+
+static void swap(struct job_list *a, struct job_list *b)
+{
+	struct job_list t = *a;
+	*a = *b;
+	*b = t;
+}
+
+static void *symbolizer_main(void *arg)
+{
+	struct cp_resolver *res = arg;
+	/* Yield the CPU to the sampling thread: it must not be preempted by
+	 * us while it holds a target thread stopped.  */
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+	struct job_list batch = {0};
+	pthread_mutex_lock(&res->lock);
+	for (;;) {
+		while (res->todo.count == 0 && !res->quit) {
+			res->busy = false;
+			pthread_cond_broadcast(&res->idle);
+			pthread_cond_wait(&res->wake, &res->lock);
+		}
+		if (res->todo.count == 0 && res->quit)
+			break;
+		res->busy = true;
+		batch.count = 0;
+		swap(&batch, &res->todo);
+		pthread_mutex_unlock(&res->lock);
+		/* One batch is about one tick's new addresses: it may re-read
+		 * the target's mappings once for addresses in no module.  */
+		cp_symbols_new_epoch(res->symbols);
+		for (size_t i = 0; i < batch.count; i++) {
+			struct job *job = &batch.jobs[i];
+			if (job->location == UINT32_MAX)
+				cp_symbols_refresh(res->symbols);
+			else
+				job->symbol = cp_symbols_lookup(res->symbols,
+								job->address);
+		}
+		pthread_mutex_lock(&res->lock);
+		for (size_t i = 0; i < batch.count; i++)
+			if (batch.jobs[i].location != UINT32_MAX)
+				push(&res->done, batch.jobs[i]);
+	}
+	res->busy = false;
+	pthread_cond_broadcast(&res->idle);
+	pthread_mutex_unlock(&res->lock);
+	free(batch.jobs);
+	return NULL;
+}
+
+int cp_resolver_start(struct cp_symbols *symbols, struct cp_profile *profile,
+		      struct cp_resolver **out)
+{
+	struct cp_resolver *res = calloc(1, sizeof(*res));
+	if (!res)
+		return -CP_E_NOMEM;
+	res->symbols = symbols;
+	res->profile = profile;
+	pthread_mutex_init(&res->lock, NULL);
+	pthread_cond_init(&res->wake, NULL);
+	pthread_cond_init(&res->idle, NULL);
+	if (pthread_create(&res->thread, NULL, symbolizer_main, res) != 0) {
+		pthread_mutex_destroy(&res->lock);
+		pthread_cond_destroy(&res->wake);
+		pthread_cond_destroy(&res->idle);
+		free(res);
+		return -CP_E_SYS;
+	}
+	*out = res;
+	return 0;
+}
+
+struct addr_key {
+	const struct cp_resolver *res;
+	uint64_t address;
+};
+
+static bool addr_eq(const void *ctx, uint32_t id)
+{
+	const struct addr_key *k = ctx;
+	return k->res->addresses[id] == k->address;
+}
+
+uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
+{
+	uint64_t hash = cp_hash_u64(address);
+	struct addr_key key = {res, address};
+	uint32_t id = cp_hashidx_find(&res->index, hash, addr_eq, &key);
+	if (id != UINT32_MAX)
+		return id;
+	id = cp_profile_add_location(res->profile, address, 0, NULL, 0);
+	if (id == UINT32_MAX)
+		return id;
+	if (id >= res->addresses_cap) {
+		size_t cap = res->addresses_cap ? res->addresses_cap * 2 : 1024;
+		while (cap <= id)
+			cap *= 2;
+		uint64_t *grown = realloc(res->addresses, cap * sizeof(*grown));
+		if (!grown)
+			return UINT32_MAX;
+		res->addresses = grown;
+		res->addresses_cap = cap;
+	}
+	res->addresses[id] = address;
+	if (!cp_hashidx_insert(&res->index, hash, id) ||
+	    !push(&res->outbox, (struct job){address, id, NULL}))
+		return UINT32_MAX;
+	return id;
+}
+
+/* Turn a symbolizer answer into the location's lines.  */
+static void apply(struct cp_resolver *res, const struct job *job)
+{
+	const struct cp_symbol *sym = job->symbol;
+	struct cp_profile *p = res->profile;
+	struct cp_line lines[32];
+	size_t n = sym->nframes < 32 ? sym->nframes : 32;
+	for (size_t i = 0; i < n; i++) {
+		const struct cp_frame *f = &sym->frames[i];
+		lines[i].function = cp_profile_intern(p, f->function,
+						      strlen(f->function));
+		lines[i].file = f->file ? cp_profile_intern(p, f->file,
+							    strlen(f->file))
+					: 0;
+		lines[i].line = f->line;
+		lines[i].inlined = f->inlined;
+	}
+	uint32_t module = sym->module ? cp_profile_intern(p, sym->module,
+							  strlen(sym->module))
+				      : 0;
+	cp_profile_set_location(p, job->location, module, lines, (uint32_t)n);
+}
+
+static void collect(struct cp_resolver *res, bool wait_idle)
+{
+	struct job_list finished = {0};
+	pthread_mutex_lock(&res->lock);
+	if (res->outbox.count > 0) {
+		for (size_t i = 0; i < res->outbox.count; i++)
+			push(&res->todo, res->outbox.jobs[i]);
+		res->outbox.count = 0;
+		pthread_cond_signal(&res->wake);
+	}
+	while (wait_idle && (res->busy || res->todo.count > 0))
+		pthread_cond_wait(&res->idle, &res->lock);
+	swap(&finished, &res->done);
+	pthread_mutex_unlock(&res->lock);
+	for (size_t i = 0; i < finished.count; i++)
+		apply(res, &finished.jobs[i]);
+	free(finished.jobs);
+}
+
+void cp_resolver_collect(struct cp_resolver *res)
+{
+	collect(res, false);
+}
+
+void cp_resolver_reset(struct cp_resolver *res)
+{
+	/* Addresses asked before the exec are resolved (or not) with the
+	 * old image; the refresh job is queued after them.  */
+	push(&res->outbox, (struct job){0, UINT32_MAX, NULL});
+	cp_hashidx_free(&res->index);
+}
+
+void cp_resolver_finish(struct cp_resolver *res)
+{
+	if (!res)
+		return;
+	collect(res, true);
+	pthread_mutex_lock(&res->lock);
+	res->quit = true;
+	pthread_cond_signal(&res->wake);
+	pthread_mutex_unlock(&res->lock);
+	pthread_join(res->thread, NULL);
+	collect(res, false);
+	pthread_mutex_destroy(&res->lock);
+	pthread_cond_destroy(&res->wake);
+	pthread_cond_destroy(&res->idle);
+	cp_hashidx_free(&res->index);
+	free(res->addresses);
+	free(res->outbox.jobs);
+	free(res->todo.jobs);
+	free(res->done.jobs);
+	free(res);
+}
