@@ -4,8 +4,10 @@
 set -euo pipefail
 
 packages=(
-	gcc make pkg-config            # build
+	gcc g++ make pkg-config binutils     # build (g++ for the C++ fixture)
 	libunwind-dev libelf-dev libdw-dev   # unwinding and symbols
+	libiberty-dev                  # C++ and Rust demangling
+	debuginfod libc6-dbg           # symbol tests: a real debuginfod, libc's debug info
 	check                          # unit and end-to-end tests
 	linux-perf elfutils time       # reference tools for make bench
 	procps                         # ps, used by tests and the demo

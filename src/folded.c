@@ -60,6 +60,19 @@ static bool render(const struct cp_profile *p, const struct cp_sample *sample,
 	}
 	size_t n;
 	const uint32_t *locs = cp_profile_stack(p, sample->stack, &n);
+	/* --max-depth keeps the innermost frames as printed (inlined calls
+	 * count): skip the outermost ones beyond it.  */
+	size_t skip = 0;
+	if (o->max_depth) {
+		size_t shown = 0;
+		for (size_t i = 0; i < n; i++) {
+			const struct cp_location *loc =
+				cp_profile_location(p, locs[i]);
+			for (uint32_t j = 0; loc && j < loc->nlines; j++)
+				shown += !(loc->lines[j].inlined && o->no_inline);
+		}
+		skip = shown > o->max_depth ? shown - o->max_depth : 0;
+	}
 	for (size_t i = n; i-- > 0;) {
 		const struct cp_location *loc = cp_profile_location(p, locs[i]);
 		if (!loc)
@@ -68,6 +81,10 @@ static bool render(const struct cp_profile *p, const struct cp_sample *sample,
 			const struct cp_line *line = &loc->lines[j];
 			if (line->inlined && o->no_inline)
 				continue;
+			if (skip > 0) {
+				skip--;
+				continue;
+			}
 			const char *fn = cp_profile_string(p, line->function);
 			const char *file = cp_profile_string(p, line->file);
 			int len;

@@ -361,15 +361,17 @@ int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
 	s->options = options ? *options : defaults;
 	s->strings = cp_profile_new();
 	s->dirs = calloc(s->options.n_debuginfo_dirs + 1, sizeof(char *));
-	s->debuginfo_path = build_debuginfo_path(&s->options);
-	if (!s->strings || !s->dirs || !s->debuginfo_path) {
+	if (!s->strings || !s->dirs) {
 		cp_symbols_free(s);
 		return -CP_E_NOMEM;
 	}
 	for (size_t i = 0; i < s->options.n_debuginfo_dirs; i++) {
-		/* Without a trailing slash: directories are joined with
-		 * "/..." below.  */
-		s->dirs[i] = strdup(s->options.debuginfo_dirs[i]);
+		/* Absolute (libdwfl searches .build-id/ only under absolute
+		 * entries) and without a trailing slash (joined with "/..."
+		 * below).  */
+		s->dirs[i] = realpath(s->options.debuginfo_dirs[i], NULL);
+		if (!s->dirs[i] && errno != ENOMEM)
+			s->dirs[i] = strdup(s->options.debuginfo_dirs[i]);
 		if (!s->dirs[i]) {
 			cp_symbols_free(s);
 			return -CP_E_NOMEM;
@@ -379,6 +381,11 @@ int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
 			s->dirs[i][--n] = '\0';
 	}
 	s->options.debuginfo_dirs = (const char *const *)s->dirs;
+	s->debuginfo_path = build_debuginfo_path(&s->options);
+	if (!s->debuginfo_path) {
+		cp_symbols_free(s);
+		return -CP_E_NOMEM;
+	}
 	s->other_mount_ns = !same_mount_ns(pid);
 	s->callbacks.find_elf = find_elf;
 	s->callbacks.find_debuginfo = find_debuginfo;
@@ -575,30 +582,30 @@ static size_t dwarf_frames(struct cp_symbols *s, Dwfl_Module *mod,
 	if (src) {
 		file = dwfl_lineinfo(src, NULL, &line, NULL, NULL, NULL);
 	}
+	/* The innermost function-like scope at the address...  */
 	Dwarf_Die *scopes = NULL;
 	int nscopes = dwarf_getscopes(cu, address - bias, &scopes);
+	Dwarf_Die die;
+	bool found = false;
+	for (int i = 0; i < nscopes && !found; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+		if (tag == DW_TAG_inlined_subroutine ||
+		    tag == DW_TAG_subprogram) {
+			die = scopes[i];
+			found = true;
+		}
+	}
+	free(scopes);
+	/* ...then outwards: the scopes around an inlined instance lead to
+	 * the function it was inlined into (dwarf_getscopes_die), as
+	 * eu-stack walks them.  */
 	size_t n = 0;
-	for (int i = 0; i < nscopes && n < MAX_INLINE; i++) {
-		Dwarf_Die *scope = &scopes[i];
-		int tag = dwarf_tag(scope);
-		if (tag == DW_TAG_inlined_subroutine) {
-			const char *name = die_function_name(s, scope);
-			frames[n++] = (struct cp_frame){
-				.function = name ? name : "[inlined]",
-				.file = file ? intern(s, file) : NULL,
-				.line = line,
-				.inlined = true,
-				.named = name != NULL,
-			};
-			/* The caller's position is where this call was
-			 * inlined.  */
-			file = call_file(cu, scope);
-			line = call_line(scope);
-		} else if (tag == DW_TAG_subprogram) {
+	while (found && n < MAX_INLINE) {
+		if (dwarf_tag(&die) == DW_TAG_subprogram) {
 			/* The symbol table's name of the real function agrees
 			 * with perf and gdb; DWARF's is the fallback.  */
 			const char *name = elf_name ? display_name(s, elf_name)
-						    : die_function_name(s, scope);
+						    : die_function_name(s, &die);
 			frames[n++] = (struct cp_frame){
 				.function = name ? name : "[unknown]",
 				.file = file ? intern(s, file) : NULL,
@@ -607,8 +614,29 @@ static size_t dwarf_frames(struct cp_symbols *s, Dwfl_Module *mod,
 			};
 			break;
 		}
+		const char *name = die_function_name(s, &die);
+		frames[n++] = (struct cp_frame){
+			.function = name ? name : "[inlined]",
+			.file = file ? intern(s, file) : NULL,
+			.line = line,
+			.inlined = true,
+			.named = name != NULL,
+		};
+		/* The caller's position is where this call was inlined.  */
+		file = call_file(cu, &die);
+		line = call_line(&die);
+		nscopes = dwarf_getscopes_die(&die, &scopes);
+		found = false;
+		for (int i = 1; i < nscopes && !found; i++) {
+			int tag = dwarf_tag(&scopes[i]);
+			if (tag == DW_TAG_inlined_subroutine ||
+			    tag == DW_TAG_subprogram) {
+				die = scopes[i];
+				found = true;
+			}
+		}
+		free(scopes);
 	}
-	free(scopes);
 	if (n > 0 && !frames[n - 1].inlined)
 		return n;
 	/* No enclosing subprogram found: not a usable DWARF answer.  */

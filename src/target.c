@@ -249,6 +249,13 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 	return EV_HANDLED;
 }
 
+/* The run state letter of TID from /proc, or 0.  */
+static char read_state(pid_t pid, pid_t tid)
+{
+	struct cp_task_stat st;
+	return cp_task_stat_read(pid, tid, &st) == 0 ? st.state : 0;
+}
+
 static int seize(struct cp_target *t, pid_t tid)
 {
 	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)ptrace_options(t)) == 0)
@@ -351,15 +358,18 @@ int cp_target_attach(pid_t pid, const pid_t *tids, size_t ntids,
 			}
 		}
 		for (size_t i = 0; i < ntids; i++) {
+			char state = read_state(pid, tids[i]);
 			rc = seize(t, tids[i]);
 			if (rc == -CP_E_GONE)
 				continue;
 			if (rc < 0)
 				goto fail;
-			if (!add_thread(t, tids[i], true)) {
+			struct cp_thread *th = add_thread(t, tids[i], true);
+			if (!th) {
 				rc = -CP_E_NOMEM;
 				goto fail;
 			}
+			th->attach_state = state;
 		}
 	} else {
 		/* Threads may be born while we attach: list again until a
@@ -371,15 +381,21 @@ int cp_target_attach(pid_t pid, const pid_t *tids, size_t ntids,
 			for (size_t j = 0; j < npresent; j++) {
 				if (find_thread(t, present[j]))
 					continue;
+				/* Read before seizing: a stopped thread reads
+				 * as "tracing stop" once it is ours.  */
+				char state = read_state(pid, present[j]);
 				rc = seize(t, present[j]);
 				if (rc == -CP_E_GONE)
 					continue;
 				if (rc < 0)
 					goto fail;
-				if (!add_thread(t, present[j], true)) {
+				struct cp_thread *th =
+					add_thread(t, present[j], true);
+				if (!th) {
 					rc = -CP_E_NOMEM;
 					goto fail;
 				}
+				th->attach_state = state;
 				grew = true;
 			}
 			free(present);

@@ -35,6 +35,7 @@ struct cp_folded_options {
 	bool threads;   /* begin each stack with a "TID name" frame */
 	bool lines;     /* append " (file:line)" to frames with a position */
 	bool no_inline; /* leave inlined frames out (fold into the caller) */
+	size_t max_depth; /* frames kept per stack, innermost first; 0: all */
 };
 
 /* Write PROFILE as folded stacks: one line per distinct stack, root

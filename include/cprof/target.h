@@ -27,6 +27,7 @@ struct cp_thread {
 	bool stopped;         /* in a ptrace-stop that we are holding */
 	int pending_signal;   /* signal to hand back when resuming, 0 for none */
 	uint64_t samples;     /* samples taken from this thread */
+	char attach_state;    /* run state just before we seized it, or 0 */
 	char name[16];        /* comm, read when first seen */
 };
 

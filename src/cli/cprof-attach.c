@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "cprof/dump.h"
 #include "cprof/error.h"
 #include "cprof/output.h"
 #include "cprof/procfs.h"
@@ -37,7 +38,7 @@ static const char usage_text[] =
 	"                           until Ctrl-C or the target exits\n"
 	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
 	"  -o, --output FILE        where to write the profile (default: standard output)\n"
-	"      --format FORMAT      folded (default)\n"
+	"      --format FORMAT      folded (default); with --dump: text (default) or json\n"
 	"      --wall               also sample threads that are sleeping or blocked\n"
 	"                           (wall-clock profile); default: only running threads\n"
 	"  -t, --tid TID            sample only this thread (repeatable)\n"
@@ -45,6 +46,14 @@ static const char usage_text[] =
 	"      --max-depth N        frames kept per stack, innermost first (default 512)\n"
 	"      --unwind MODE        snapshot (default): copy the stack, resume, unwind the\n"
 	"                           copy; ptrace: unwind while the thread is stopped\n"
+	"      --dump               print every thread's stack once and detach\n"
+	"                           (--format text, the default, or json)\n"
+	"      --debuginfo-dir DIR  look for separate debug files in DIR first, by\n"
+	"                           .gnu_debuglink name and in DIR/.build-id/ (repeatable)\n"
+	"      --no-debuginfod      do not ask debuginfod servers (DEBUGINFOD_URLS)\n"
+	"      --no-demangle        keep C++ and Rust names mangled\n"
+	"      --no-inline          fold inlined functions into their caller\n"
+	"      --lines              add the source position to each frame: func (file.c:123)\n"
 	"  -q, --quiet              no progress line and no summary\n"
 	"  -v, --verbose            more detail on stderr\n"
 	"  -h, --help               show this help\n"
@@ -64,6 +73,11 @@ struct options {
 	enum cp_unwind_mode unwind_mode;
 	bool quiet;
 	int verbose;
+	bool dump;
+	const char *format;
+	const char **debuginfo_dirs;
+	size_t n_debuginfo_dirs;
+	bool no_debuginfod, no_demangle, no_inline, lines;
 	pid_t pid;
 	char **command;
 };
@@ -105,7 +119,8 @@ static long parse_long(const char *text, const char *what, long lo, long hi)
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,
-	       OPT_UNWIND };
+	       OPT_UNWIND, OPT_DUMP, OPT_DEBUGINFO_DIR, OPT_NO_DEBUGINFOD,
+	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES };
 	static const struct option longopts[] = {
 		{"duration", required_argument, NULL, 'd'},
 		{"frequency", required_argument, NULL, 'F'},
@@ -116,6 +131,12 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"threads", no_argument, NULL, OPT_THREADS},
 		{"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
 		{"unwind", required_argument, NULL, OPT_UNWIND},
+		{"dump", no_argument, NULL, OPT_DUMP},
+		{"debuginfo-dir", required_argument, NULL, OPT_DEBUGINFO_DIR},
+		{"no-debuginfod", no_argument, NULL, OPT_NO_DEBUGINFOD},
+		{"no-demangle", no_argument, NULL, OPT_NO_DEMANGLE},
+		{"no-inline", no_argument, NULL, OPT_NO_INLINE},
+		{"lines", no_argument, NULL, OPT_LINES},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -149,9 +170,34 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->output = optarg;
 			break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "folded") != 0)
-				die_usage("unknown format '%s': supported: folded",
-					  optarg);
+			o->format = optarg;
+			break;
+		case OPT_DUMP:
+			o->dump = true;
+			break;
+		case OPT_DEBUGINFO_DIR: {
+			const char **grown = realloc(
+				o->debuginfo_dirs,
+				(o->n_debuginfo_dirs + 1) * sizeof(*grown));
+			if (!grown) {
+				message("out of memory");
+				exit(EXIT_RUNTIME);
+			}
+			o->debuginfo_dirs = grown;
+			o->debuginfo_dirs[o->n_debuginfo_dirs++] = optarg;
+			break;
+		}
+		case OPT_NO_DEBUGINFOD:
+			o->no_debuginfod = true;
+			break;
+		case OPT_NO_DEMANGLE:
+			o->no_demangle = true;
+			break;
+		case OPT_NO_INLINE:
+			o->no_inline = true;
+			break;
+		case OPT_LINES:
+			o->lines = true;
 			break;
 		case OPT_WALL:
 			o->wall = true;
@@ -202,11 +248,27 @@ static void parse_options(int argc, char **argv, struct options *o)
 			die_usage("unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	if (o->dump) {
+		if (!o->format)
+			o->format = "text";
+		if (strcmp(o->format, "text") != 0 &&
+		    strcmp(o->format, "json") != 0)
+			die_usage("unknown format '%s' for --dump: text or json",
+				  o->format);
+	} else {
+		if (!o->format)
+			o->format = "folded";
+		if (strcmp(o->format, "folded") != 0)
+			die_usage("unknown format '%s': supported: folded",
+				  o->format);
+	}
 	bool dashdash = optind > 0 && optind <= argc &&
 			strcmp(argv[optind - 1], "--") == 0;
 	if (optind >= argc)
 		die_usage("missing PID or -- COMMAND");
 	if (dashdash) {
+		if (o->dump)
+			die_usage("--dump needs the PID of a running process");
 		o->command = &argv[optind];
 		if (o->ntids)
 			die_usage("--tid cannot be used with a launched COMMAND");
@@ -380,6 +442,46 @@ static void summary(const struct options *o, const struct cp_sampler_stats *s,
 		message("profile written to %s", path);
 }
 
+static void warning(void *arg, const char *text)
+{
+	(void)arg;
+	message("warning: %s", text);
+}
+
+/* --dump: stop once, copy, detach, then name and print.  Detaches TARGET
+ * and commits or aborts OUT.  Returns the exit code.  */
+static int run_dump(const struct options *o, struct cp_target *target,
+		    struct cp_unwinder *unwinder, struct cp_symbols *symbols,
+		    struct cp_output *out)
+{
+	struct cp_dump *dump = NULL;
+	int rc = cp_dump_collect(target, unwinder, symbols, o->max_depth, &dump);
+	/* The threads run again already; let them go before the slow part. */
+	cp_target_detach(target);
+	if (rc < 0) {
+		message("cannot dump the stacks of %d: %s", (int)o->pid,
+			cp_strerror(rc));
+		cp_output_abort(out);
+		return EXIT_RUNTIME;
+	}
+	if (strcmp(o->format, "json") == 0)
+		rc = cp_write_dump_json(dump, cp_output_stream(out));
+	else
+		rc = cp_write_dump_text(dump, cp_output_stream(out));
+	cp_dump_free(dump);
+	if (rc == 0)
+		rc = cp_output_commit(out);
+	else
+		cp_output_abort(out);
+	if (rc < 0) {
+		message("cannot write the dump to %s: %s",
+			o->output ? o->output : "standard output",
+			strerror(errno));
+		return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
@@ -420,8 +522,11 @@ int main(int argc, char **argv)
 		launched_child = cp_target_pid(target);
 	} else {
 		pid_t tracer = 0;
+		/* A dump stops the threads there are now; no need to follow
+		 * new ones.  */
 		rc = cp_target_attach(o.pid, o.tids, o.ntids,
-				      CP_TARGET_FOLLOW_CLONES, &target, &tracer);
+				      o.dump ? 0 : CP_TARGET_FOLLOW_CLONES,
+				      &target, &tracer);
 		if (rc < 0) {
 			exit_code = explain_attach_error(rc, o.pid, tracer, &o);
 			goto out;
@@ -435,9 +540,17 @@ int main(int argc, char **argv)
 			o.frequency);
 	}
 
+	if (o.no_debuginfod)
+		unsetenv("DEBUGINFOD_URLS");
 	rc = cp_unwinder_new(pid, &unwinder);
 	if (rc == 0) {
-		struct cp_symbols_options so = {.verbose = o.verbose};
+		struct cp_symbols_options so = {
+			.debuginfo_dirs = o.debuginfo_dirs,
+			.n_debuginfo_dirs = o.n_debuginfo_dirs,
+			.no_demangle = o.no_demangle,
+			.verbose = o.verbose,
+			.warn = warning,
+		};
 		rc = cp_symbols_new(pid, &so, &symbols);
 	}
 	profile = cp_profile_new();
@@ -447,6 +560,13 @@ int main(int argc, char **argv)
 		else
 			message("cannot set up profiling of %d: %s", (int)pid,
 				cp_strerror(rc ? rc : -CP_E_NOMEM));
+		goto out;
+	}
+
+	if (o.dump) {
+		exit_code = run_dump(&o, target, unwinder, symbols, out);
+		target = NULL; /* detached by run_dump */
+		out = NULL;
 		goto out;
 	}
 
@@ -489,7 +609,12 @@ int main(int argc, char **argv)
 			lookups, hits, rereads);
 	}
 
-	struct cp_folded_options fo = {.threads = o.threads};
+	struct cp_folded_options fo = {
+		.threads = o.threads,
+		.lines = o.lines,
+		.no_inline = o.no_inline,
+		.max_depth = o.max_depth,
+	};
 	rc = cp_write_folded(profile, &fo, cp_output_stream(out));
 	if (rc < 0) {
 		message("cannot write the profile to %s: %s",
@@ -514,5 +639,6 @@ out:
 	cp_symbols_free(symbols);
 	cp_unwinder_free(unwinder);
 	free(o.tids);
+	free(o.debuginfo_dirs);
 	return exit_code;
 }

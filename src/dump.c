@@ -1,0 +1,226 @@
+/* One-shot stack dump.  */
+#include "cprof/dump.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cprof/error.h"
+#include "cprof/procfs.h"
+#include "syscalls.h"
+
+const char *cp_syscall_name(long nr)
+{
+	if (nr < 0 || (size_t)nr >= sizeof(syscall_names) / sizeof(*syscall_names))
+		return NULL;
+	return syscall_names[nr];
+}
+
+/* The system call a blocked thread is in, from /proc/PID/task/TID/syscall
+ * ("NR args... sp pc"; "running"; "-1 sp pc" when not in a call).  */
+static long blocked_syscall(pid_t pid, pid_t tid)
+{
+	char path[96], *text;
+	size_t len;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid,
+		 (int)tid);
+	if (cp_procfs_slurp(path, &text, &len) < 0)
+		return -1;
+	char *end;
+	long nr = strtol(text, &end, 10);
+	if (end == text)
+		nr = -1;
+	free(text);
+	return nr;
+}
+
+void cp_dump_free(struct cp_dump *dump)
+{
+	if (!dump)
+		return;
+	for (size_t i = 0; i < dump->nthreads; i++)
+		free(dump->threads[i].frames);
+	free(dump->threads);
+	free(dump);
+}
+
+static int compare_tid(const void *a, const void *b)
+{
+	const struct cp_dump_thread *x = a, *y = b;
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
+		    struct cp_symbols *symbols, size_t max_depth,
+		    struct cp_dump **out)
+{
+	int rc = -CP_E_NOMEM;
+	pid_t pid = cp_target_pid(target);
+	size_t n;
+	struct cp_thread *threads = cp_target_threads(target, &n);
+	struct cp_dump *dump = calloc(1, sizeof(*dump));
+	struct cp_snapshot *snaps = calloc(n ? n : 1, sizeof(*snaps));
+	uint64_t *pcs = malloc((max_depth ? max_depth : 1) * sizeof(*pcs));
+	if (!dump || !snaps || !pcs)
+		goto out;
+	dump->pid = pid;
+	dump->threads = calloc(n ? n : 1, sizeof(*dump->threads));
+	if (!dump->threads)
+		goto out;
+	/* The state must be read before the thread is stopped: afterwards
+	 * every thread reads as "tracing stop".  */
+	for (size_t i = 0; i < n; i++) {
+		struct cp_dump_thread *t = &dump->threads[i];
+		t->tid = threads[i].tid;
+		t->state = threads[i].attach_state
+				   ? threads[i].attach_state
+				   : cp_target_thread_state(target, &threads[i]);
+		t->syscall = t->state == 'R' ? -1 : blocked_syscall(pid, t->tid);
+		cp_procfs_comm(pid, t->tid, t->name, sizeof(t->name));
+	}
+	size_t count = n;
+	for (size_t i = 0; i < count; i++)
+		cp_target_interrupt(target, dump->threads[i].tid);
+	/* Hold every thread until all are copied: one consistent picture.  */
+	pid_t tid;
+	size_t copied = 0;
+	while (cp_target_wait_any(target, &tid) == 0) {
+		for (size_t i = 0; i < count; i++) {
+			if (dump->threads[i].tid != tid)
+				continue;
+			snaps[i].tid = 0;
+			if (cp_target_snapshot(target, tid, &snaps[i]) == 0)
+				copied++;
+			break;
+		}
+	}
+	for (size_t i = 0; i < count; i++)
+		cp_target_resume(target, dump->threads[i].tid);
+	(void)copied;
+	for (size_t i = 0; i < count; i++) {
+		struct cp_dump_thread *t = &dump->threads[i];
+		if (snaps[i].tid != t->tid)
+			continue; /* exited meanwhile */
+		size_t npcs = cp_unwinder_unwind(unwinder, &snaps[i], pcs,
+						 max_depth);
+		size_t cap = 0;
+		for (size_t j = 0; j < npcs; j++) {
+			const struct cp_symbol *sym =
+				cp_symbols_lookup(symbols, pcs[j]);
+			for (size_t k = 0; k < sym->nframes; k++) {
+				if (t->nframes == cap) {
+					cap = cap ? cap * 2 : 32;
+					struct cp_dump_frame *grown = realloc(
+						t->frames, cap * sizeof(*grown));
+					if (!grown)
+						goto out;
+					t->frames = grown;
+				}
+				t->frames[t->nframes++] = (struct cp_dump_frame){
+					/* Show return addresses as they are
+					 * on the stack.  */
+					.address = j == 0 ? pcs[j] : pcs[j] + 1,
+					.frame = &sym->frames[k],
+					.module = sym->module,
+				};
+			}
+		}
+	}
+	dump->nthreads = count;
+	qsort(dump->threads, count, sizeof(*dump->threads), compare_tid);
+	rc = 0;
+out:
+	for (size_t i = 0; snaps && i < n; i++)
+		free(snaps[i].stack);
+	free(snaps);
+	free(pcs);
+	if (rc == 0)
+		*out = dump;
+	else
+		cp_dump_free(dump);
+	return rc;
+}
+
+static void state_text(const struct cp_dump_thread *t, char *buf, size_t size)
+{
+	const char *name = cp_syscall_name(t->syscall);
+	if ((t->state == 'S' || t->state == 'D') && name)
+		snprintf(buf, size, "%s in %s", cp_task_state_name(t->state),
+			 name);
+	else
+		snprintf(buf, size, "%s", cp_task_state_name(t->state));
+}
+
+int cp_write_dump_text(const struct cp_dump *dump, FILE *f)
+{
+	for (size_t i = 0; i < dump->nthreads; i++) {
+		const struct cp_dump_thread *t = &dump->threads[i];
+		char state[96];
+		state_text(t, state, sizeof(state));
+		fprintf(f, "%sThread %d \"%s\" (%s)\n", i ? "\n" : "",
+			(int)t->tid, t->name, state);
+		for (size_t j = 0; j < t->nframes; j++) {
+			const struct cp_dump_frame *fr = &t->frames[j];
+			fprintf(f, "  #%-2zu 0x%016" PRIx64 " in %s", j,
+				fr->address, fr->frame->function);
+			if (fr->frame->inlined)
+				fputs(" (inlined)", f);
+			if (fr->frame->file && fr->frame->line > 0) {
+				const char *base = strrchr(fr->frame->file, '/');
+				fprintf(f, " (%s:%d)",
+					base ? base + 1 : fr->frame->file,
+					fr->frame->line);
+			}
+			if (fr->module)
+				fprintf(f, " [%s]", fr->module);
+			fputc('\n', f);
+		}
+	}
+	return ferror(f) ? -CP_E_SYS : 0;
+}
+
+int cp_write_dump_json(const struct cp_dump *dump, FILE *f)
+{
+	fprintf(f, "{\"pid\": %d, \"threads\": [", (int)dump->pid);
+	for (size_t i = 0; i < dump->nthreads; i++) {
+		const struct cp_dump_thread *t = &dump->threads[i];
+		fprintf(f, "%s\n  {\"tid\": %d, \"name\": ", i ? "," : "",
+			(int)t->tid);
+		cp_json_string(f, t->name);
+		fputs(", \"state\": ", f);
+		cp_json_string(f, cp_task_state_name(t->state));
+		fputs(", \"syscall\": ", f);
+		const char *sc = (t->state == 'S' || t->state == 'D')
+					 ? cp_syscall_name(t->syscall)
+					 : NULL;
+		if (sc)
+			cp_json_string(f, sc);
+		else
+			fputs("null", f);
+		fputs(", \"frames\": [", f);
+		for (size_t j = 0; j < t->nframes; j++) {
+			const struct cp_dump_frame *fr = &t->frames[j];
+			fprintf(f, "%s\n    {\"address\": \"0x%" PRIx64
+				   "\", \"function\": ",
+				j ? "," : "", fr->address);
+			cp_json_string(f, fr->frame->function);
+			fputs(", \"file\": ", f);
+			if (fr->frame->file)
+				cp_json_string(f, fr->frame->file);
+			else
+				fputs("null", f);
+			fprintf(f, ", \"line\": %d, \"module\": ",
+				fr->frame->line);
+			if (fr->module)
+				cp_json_string(f, fr->module);
+			else
+				fputs("null", f);
+			fprintf(f, ", \"inlined\": %s}",
+				fr->frame->inlined ? "true" : "false");
+		}
+		fputs(t->nframes ? "\n  ]}" : "]}", f);
+	}
+	fputs("\n]}\n", f);
+	return ferror(f) ? -CP_E_SYS : 0;
+}
