@@ -323,7 +323,8 @@ const char *cp_task_state_name(char state)
 	}
 }
 
-pid_t cp_procfs_tracer_pid(pid_t pid)
+/* A numeric field ("\nTracerPid:") of /proc/PID/status, -1 if absent. */
+static long status_field(pid_t pid, const char *field)
 {
 	char path[64];
 	char *text;
@@ -331,12 +332,22 @@ pid_t cp_procfs_tracer_pid(pid_t pid)
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if (cp_procfs_slurp(path, &text, &len) < 0)
 		return -1;
-	pid_t tracer = -1;
-	const char *line = strstr(text, "\nTracerPid:");
+	long value = -1;
+	const char *line = strstr(text, field);
 	if (line)
-		tracer = (pid_t)strtol(line + strlen("\nTracerPid:"), NULL, 10);
+		value = strtol(line + strlen(field), NULL, 10);
 	free(text);
-	return tracer;
+	return value;
+}
+
+pid_t cp_procfs_tracer_pid(pid_t pid)
+{
+	return (pid_t)status_field(pid, "\nTracerPid:");
+}
+
+pid_t cp_procfs_tgid(pid_t tid)
+{
+	return (pid_t)status_field(tid, "\nTgid:");
 }
 
 void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size)

@@ -319,6 +319,10 @@ static int check_process(pid_t pid, pid_t *tracer)
 		return -CP_E_KTHREAD;
 	if (st.state == 'Z' || st.state == 'X')
 		return -CP_E_ZOMBIE;
+	/* /proc/TID exists for every thread, so a thread id looks like a
+	 * process: profiling "it" would silently profile its whole process. */
+	if (cp_procfs_tgid(pid) > 0 && cp_procfs_tgid(pid) != pid)
+		return -CP_E_NOTLEADER;
 	pid_t tp = cp_procfs_tracer_pid(pid);
 	if (tp > 0) {
 		if (tracer)

@@ -23,11 +23,18 @@ struct page_slot {
 	unsigned char *data;     /* PAGE_SIZE_ bytes */
 };
 
-/* One module: every mapping of one file shares a libunwind-ptrace handle,
- * whose own cache holds that file's unwind table.  */
+/* One module (one file mapped at one base address).  Its unwind table is
+ * located in target memory, from the ELF headers the loader mapped: that
+ * needs no file, so it works for deleted or replaced files and for
+ * containers alike, and costs nothing per lookup.  A module without an
+ * .eh_frame_hdr falls back to libunwind-ptrace, which reads the file
+ * (.debug_frame) — one handle per module, so its one-entry cache holds. */
 struct module {
 	char *path;
-	void *upt;
+	uint64_t base;           /* address of file offset 0 */
+	bool table_tried, table_ok;
+	unw_dyn_info_t table;    /* remote .eh_frame_hdr search table */
+	void *upt;               /* libunwind-ptrace handle, made on demand */
 };
 
 struct tid_upt {
@@ -45,10 +52,6 @@ struct cp_unwinder {
 	struct page_slot *pages;
 	const struct cp_snapshot *snap; /* the snapshot being unwound */
 	struct tid_upt *tid_upts;       /* for CP_UNWIND_PTRACE */
-	/* The vDSO has no file for libunwind-ptrace to open: its unwind
-	 * table is located in target memory instead.  */
-	bool vdso_tried, vdso_ok;
-	unw_dyn_info_t vdso_info;
 	size_t ntid_upts;
 };
 
@@ -80,10 +83,72 @@ static const struct cp_map *find_map(struct cp_unwinder *uw, uint64_t addr)
 	return cp_maps_find(uw->maps, addr);
 }
 
-static struct module *module_for(struct cp_unwinder *uw, const char *path)
+/* Locate the .eh_frame_hdr binary search table of the ELF image whose
+ * file offset 0 is mapped at M->base, reading its headers from target
+ * memory.  Fills M->table.  */
+static bool locate_table(struct cp_unwinder *uw, struct module *m)
 {
+	Elf64_Ehdr eh;
+	if (cp_target_read(uw->pid, m->base, &eh, sizeof(eh)) !=
+		    (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phnum == 0 ||
+	    eh.e_phnum > 64 || eh.e_phentsize != sizeof(Elf64_Phdr))
+		return false;
+	Elf64_Phdr ph[64];
+	size_t size = eh.e_phnum * sizeof(Elf64_Phdr);
+	if (cp_target_read(uw->pid, m->base + eh.e_phoff, ph, size) !=
+	    (ssize_t)size)
+		return false;
+	const Elf64_Phdr *first_load = NULL, *text = NULL, *hdr = NULL;
+	for (int i = 0; i < eh.e_phnum; i++) {
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
+			first_load = &ph[i];
+		if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) && !text)
+			text = &ph[i];
+		if (ph[i].p_type == PT_GNU_EH_FRAME)
+			hdr = &ph[i];
+	}
+	if (!first_load || !text || !hdr)
+		return false;
+	/* BASE holds file offset 0, which the first segment maps at its
+	 * (page-aligned) virtual address.  */
+	uint64_t bias = m->base - (first_load->p_vaddr & ~(uint64_t)0xfff);
+	unsigned char h[12];
+	if (cp_target_read(uw->pid, bias + hdr->p_vaddr, h, sizeof(h)) !=
+	    (ssize_t)sizeof(h))
+		return false;
+	/* version 1; eh_frame_ptr pcrel|sdata4; fde_count udata4; a table
+	 * of datarel|sdata4 pairs: what every linker writes.  */
+	if (h[0] != 1 || h[1] != 0x1b || h[2] != 0x03 || h[3] != 0x3b)
+		return false;
+	uint32_t fde_count;
+	memcpy(&fde_count, h + 8, sizeof(fde_count));
+	memset(&m->table, 0, sizeof(m->table));
+	m->table.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	m->table.start_ip = bias + text->p_vaddr;
+	m->table.end_ip = bias + text->p_vaddr + text->p_memsz;
+	m->table.u.rti.segbase = bias + hdr->p_vaddr;
+	m->table.u.rti.table_data = bias + hdr->p_vaddr + 12;
+	m->table.u.rti.table_len = fde_count * 8 / sizeof(unw_word_t);
+	return true;
+}
+
+/* The module MAP belongs to: the file mapped there, found by the mapping
+ * of the same file at offset 0 (its base).  */
+static struct module *module_for(struct cp_unwinder *uw,
+				 const struct cp_map *map)
+{
+	uint64_t base = map->start - map->offset;
+	for (size_t i = 0; uw->maps && i < uw->maps->count; i++) {
+		const struct cp_map *m = &uw->maps->maps[i];
+		if (m->offset == 0 && m->start <= map->start &&
+		    m->inode == map->inode && strcmp(m->path, map->path) == 0)
+			base = m->start;
+	}
 	for (size_t i = 0; i < uw->nmodules; i++)
-		if (strcmp(uw->modules[i].path, path) == 0)
+		if (uw->modules[i].base == base &&
+		    strcmp(uw->modules[i].path, map->path) == 0)
 			return &uw->modules[i];
 	struct module *grown =
 		realloc(uw->modules, (uw->nmodules + 1) * sizeof(*grown));
@@ -91,67 +156,13 @@ static struct module *module_for(struct cp_unwinder *uw, const char *path)
 		return NULL;
 	uw->modules = grown;
 	struct module *m = &uw->modules[uw->nmodules];
-	m->path = strdup(path);
-	m->upt = _UPT_create(uw->pid);
-	if (!m->path || !m->upt) {
-		free(m->path);
-		if (m->upt)
-			_UPT_destroy(m->upt);
+	memset(m, 0, sizeof(*m));
+	m->path = strdup(map->path);
+	m->base = base;
+	if (!m->path)
 		return NULL;
-	}
 	uw->nmodules++;
 	return m;
-}
-
-/* Find the .eh_frame_hdr binary search table of the vDSO mapped at MAP,
- * reading its ELF headers from target memory.  */
-static bool locate_vdso_table(struct cp_unwinder *uw, const struct cp_map *map)
-{
-	size_t size = (size_t)(map->end - map->start);
-	if (size > 64 * 1024)
-		return false;
-	unsigned char *image = malloc(size);
-	bool ok = false;
-	if (!image || cp_target_read(uw->pid, map->start, image, size) !=
-			      (ssize_t)size)
-		goto out;
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)image;
-	if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > size)
-		goto out;
-	const Elf64_Phdr *ph = (const Elf64_Phdr *)(image + eh->e_phoff);
-	uint64_t load_vaddr = UINT64_MAX, hdr_vaddr = 0;
-	for (int i = 0; i < eh->e_phnum; i++) {
-		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < load_vaddr)
-			load_vaddr = ph[i].p_vaddr;
-		if (ph[i].p_type == PT_GNU_EH_FRAME)
-			hdr_vaddr = ph[i].p_vaddr;
-	}
-	if (load_vaddr == UINT64_MAX || !hdr_vaddr)
-		goto out;
-	uint64_t bias = map->start - load_vaddr;
-	uint64_t hdr = hdr_vaddr - load_vaddr; /* offset in IMAGE */
-	if (hdr + 12 > size)
-		goto out;
-	/* version 1; eh_frame_ptr pcrel|sdata4; fde_count udata4; table of
-	 * datarel|sdata4 pairs: what every linker writes.  */
-	const unsigned char *h = image + hdr;
-	if (h[0] != 1 || h[1] != 0x1b || h[2] != 0x03 || h[3] != 0x3b)
-		goto out;
-	uint32_t fde_count;
-	memcpy(&fde_count, h + 8, sizeof(fde_count));
-	memset(&uw->vdso_info, 0, sizeof(uw->vdso_info));
-	uw->vdso_info.format = UNW_INFO_FORMAT_REMOTE_TABLE;
-	uw->vdso_info.start_ip = map->start;
-	uw->vdso_info.end_ip = map->end;
-	uw->vdso_info.u.rti.segbase = bias + hdr_vaddr;
-	uw->vdso_info.u.rti.table_data = bias + hdr_vaddr + 12;
-	uw->vdso_info.u.rti.table_len = fde_count * 8 / sizeof(unw_word_t);
-	ok = true;
-out:
-	free(image);
-	return ok;
 }
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
@@ -159,20 +170,27 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 {
 	struct cp_unwinder *uw = current;
 	const struct cp_map *map = find_map(uw, ip);
-	if (map && strcmp(map->path, "[vdso]") == 0) {
-		if (!uw->vdso_tried) {
-			uw->vdso_tried = true;
-			uw->vdso_ok = locate_vdso_table(uw, map);
-		}
-		if (!uw->vdso_ok)
-			return -UNW_ENOINFO;
-		return _Ux86_64_dwarf_search_unwind_table(
-			as, ip, &uw->vdso_info, pi, need_unwind_info, arg);
-	}
-	if (!map || map->path[0] == '\0' || map->path[0] == '[')
+	if (!map || map->path[0] == '\0' ||
+	    (map->path[0] == '[' && strcmp(map->path, "[vdso]") != 0))
 		return -UNW_ENOINFO;
-	struct module *m = module_for(uw, map->path);
+	struct module *m = module_for(uw, map);
 	if (!m)
+		return -UNW_ENOINFO;
+	if (!m->table_tried) {
+		m->table_tried = true;
+		m->table_ok = locate_table(uw, m);
+	}
+	if (m->table_ok && ip >= m->table.start_ip && ip < m->table.end_ip) {
+		int rc = _Ux86_64_dwarf_search_unwind_table(
+			as, ip, &m->table, pi, need_unwind_info, arg);
+		if (rc != -UNW_ENOINFO)
+			return rc;
+	}
+	/* No .eh_frame_hdr in memory: let libunwind-ptrace read the file's
+	 * .eh_frame or .debug_frame.  */
+	if (map->path[0] != '/')
+		return -UNW_ENOINFO;
+	if (!m->upt && !(m->upt = _UPT_create(uw->pid)))
 		return -UNW_ENOINFO;
 	return _UPT_find_proc_info(as, ip, pi, need_unwind_info, m->upt);
 }
@@ -344,7 +362,8 @@ static void drop_modules(struct cp_unwinder *uw)
 {
 	for (size_t i = 0; i < uw->nmodules; i++) {
 		free(uw->modules[i].path);
-		_UPT_destroy(uw->modules[i].upt);
+		if (uw->modules[i].upt)
+			_UPT_destroy(uw->modules[i].upt);
 	}
 	free(uw->modules);
 	uw->modules = NULL;
@@ -374,7 +393,6 @@ void cp_unwinder_free(struct cp_unwinder *uw)
 void cp_unwinder_invalidate(struct cp_unwinder *uw)
 {
 	drop_modules(uw);
-	uw->vdso_tried = uw->vdso_ok = false;
 	for (size_t i = 0; i < PAGE_CACHE_SLOTS; i++)
 		uw->pages[i].page = 0;
 	unw_flush_cache(uw->as, 0, 0);

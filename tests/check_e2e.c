@@ -267,12 +267,15 @@ END_TEST
 
 /* Attach, then make the fixture start a thread and end another while the
  * profiler runs: every worker's chain, and the late thread's, must be in
- * the profile.  */
+ * the profile.  The fixtures' shared helpers (fixture.h) are always
+ * inlined; the tests about call chains pass --no-inline so the chains are
+ * the fixtures' own functions (inlined frames are tested in
+ * check_symbols).  */
 START_TEST(test_threads_follow)
 {
 	struct tu_proc *fixture = ready(tu_fixture_start("threads", LONG_RUN,
 							 NULL));
-	struct tu_run *run = tu_cprof_start("-d", "3", fixture->pid_text, NULL);
+	struct tu_run *run = tu_cprof_start("--no-inline", "-d", "3", fixture->pid_text, NULL);
 	struct tu_profile *profile;
 	const struct {
 		const char *label;
@@ -330,7 +333,7 @@ START_TEST(test_threads_names)
 	ck_assert_int_eq(kill(fixture->pid, SIGUSR1), 0);
 	ck_assert_msg(tu_proc_wait_line(fixture, "late", 5000),
 		      "the fixture did not start its late thread");
-	run = tu_cprof_run(RUN_TIMEOUT_MS, "--threads", "-d", "1",
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "--no-inline", "--threads", "-d", "1",
 			   fixture->pid_text, NULL);
 	profile = expect_profile(run);
 	expect_thread_frames(run, profile);
@@ -388,7 +391,7 @@ START_TEST(test_recurse_deep)
 {
 	struct tu_proc *fixture = ready(tu_fixture_start("recurse", LONG_RUN,
 							 NULL));
-	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1",
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--no-inline", "-d", "1",
 					  fixture->pid_text, NULL);
 	struct tu_profile *profile = expect_profile(run);
 	uint64_t total = tu_profile_total(profile);
@@ -412,7 +415,7 @@ START_TEST(test_recurse_max_depth)
 {
 	struct tu_proc *fixture = ready(tu_fixture_start("recurse", LONG_RUN,
 							 NULL));
-	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--max-depth", "50",
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--no-inline", "--max-depth", "50",
 					  "-d", "1", fixture->pid_text, NULL);
 	struct tu_profile *profile = expect_profile(run);
 	uint64_t total = tu_profile_total(profile);
@@ -963,6 +966,485 @@ START_TEST(test_quiet)
 }
 END_TEST
 
+/* ---------------------------------------------------------- job control */
+
+/* CPU time a stopped target may still be charged while it is watched:
+ * the kernel work of its ptrace stops (a few microseconds each), rounded
+ * up to whole clock ticks.  The threads fixture running for just 50 ms
+ * would use about four times this.  */
+static long stopped_cpu_slack(void)
+{
+	return sysconf(_SC_CLK_TCK) / 20;
+}
+
+/* Send SIGSTOP to FIXTURE and wait until every thread of it is in the
+ * group-stop (state 'T').  */
+static void stop_fixture(const struct tu_proc *fixture)
+{
+	ck_assert_int_eq(kill(fixture->pid, SIGSTOP), 0);
+	ck_assert_msg(tu_wait_state(fixture->pid, -1, "T", 5000),
+		      "fixture %d: not every thread reached state T within "
+		      "5 s of SIGSTOP (main thread: '%c')", (int)fixture->pid,
+		      tu_proc_state(fixture->pid) ? tu_proc_state(fixture->pid)
+						   : '0');
+}
+
+/* Check that FIXTURE, group-stopped before RUN, is still in its
+ * group-stop and untraced after RUN: every thread in state 'T' (not 't',
+ * a ptrace-stop), TracerPid 0, and no CPU time used since CPU_BEFORE
+ * (tu_proc_cpu_ticks), so it did not run in between either.  */
+static void expect_still_stopped(const struct tu_run *run,
+				 const struct tu_proc *fixture,
+				 long long cpu_before)
+{
+	pid_t tids[64];
+	int count;
+	long long cpu_used;
+
+	/* A detached thread re-enters the group-stop by itself, a few
+	 * microseconds after the detach: allow for that, not more.  */
+	tu_wait_state(fixture->pid, -1, "T", 1000);
+	count = tu_tasks(fixture->pid, tids, 64);
+	CHECK_RUN(count > 0 && count <= 64, run, no_profile,
+		  "fixture %d has %d threads after cprof-attach exited",
+		  (int)fixture->pid, count);
+	for (int i = 0; i < count; i++) {
+		char state = tu_task_state(fixture->pid, tids[i]);
+		pid_t tracer = tu_task_tracer(fixture->pid, tids[i]);
+
+		CHECK_RUN(state == 'T', run, no_profile,
+			  "thread %d of the stopped fixture %d is in state "
+			  "'%c' after cprof-attach exited, expected T "
+			  "(stopped)", (int)tids[i], (int)fixture->pid,
+			  state ? state : '0');
+		CHECK_RUN(tracer == 0, run, no_profile,
+			  "thread %d of fixture %d has TracerPid %d after "
+			  "cprof-attach exited", (int)tids[i],
+			  (int)fixture->pid, (int)tracer);
+	}
+	cpu_used = tu_proc_cpu_ticks(fixture->pid) - cpu_before;
+	CHECK_RUN(cpu_used <= stopped_cpu_slack(), run, no_profile,
+		  "the stopped fixture %d used %lld clock ticks of CPU time "
+		  "while cprof-attach was attached (at most %ld expected): "
+		  "its threads were let run", (int)fixture->pid, cpu_used,
+		  stopped_cpu_slack());
+}
+
+/* CPU time (clock ticks) that shows a target runs: 50 ms.  */
+static long running_cpu_ticks(void)
+{
+	return sysconf(_SC_CLK_TCK) / 20;
+}
+
+/* Send SIGCONT to the stopped FIXTURE and check that it runs again,
+ * untraced: every thread running or sleeping, and CPU time used, within
+ * 2 s.  */
+static void continue_fixture(const struct tu_proc *fixture)
+{
+	bool running;
+	char state;
+
+	ck_assert_int_eq(kill(fixture->pid, SIGCONT), 0);
+	running = tu_wait_state(fixture->pid, -1, "RS", 2000);
+	state = tu_proc_state(fixture->pid);
+	ck_assert_msg(running, "not every thread of fixture %d ran again "
+		      "within 2 s of SIGCONT (main thread in state '%c')",
+		      (int)fixture->pid, state ? state : '0');
+	ck_assert_msg(tu_wait_cpu_ticks(fixture->pid, running_cpu_ticks(),
+					2000),
+		      "fixture %d used under 50 ms of CPU time in the 2 s "
+		      "after SIGCONT (%s)", (int)fixture->pid,
+		      tu_machine_load());
+	expect_released(fixture);
+}
+
+/* A target stopped with SIGSTOP before cprof-attach comes.
+ *
+ * --wall: every thread is sampled although none runs; each is frozen, so
+ * each gives one stack, always the same.  Afterwards the group-stop is
+ * still in force: state T in every thread (the kernel puts a detached
+ * thread back into the group-stop only if the tracer kept it with
+ * PTRACE_LISTEN rather than resuming it), no CPU time used.  Then
+ * SIGCONT: it runs, and at the end of its 4 s it computed correctly.
+ *
+ * CPU mode: no thread is running, so no sample; exit 0 all the same,
+ * with the summary saying why, and the target stays stopped.  */
+static const bool group_stop_wall[] = { true, false };
+
+START_TEST(test_group_stop_survives)
+{
+	bool wall = group_stop_wall[_i];
+	struct tu_proc *fixture = ready(tu_fixture_start(
+		"threads", wall ? "4" : LONG_RUN, NULL));
+	int threads = tu_tasks(fixture->pid, (pid_t[1]){ 0 }, 0);
+	struct tu_run *run;
+	struct tu_profile *profile;
+	char error[256];
+	long long cpu_before;
+
+	stop_fixture(fixture);
+	cpu_before = tu_proc_cpu_ticks(fixture->pid);
+	ck_assert_int_ge(cpu_before, 0);
+	if (wall) {
+		run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "0.5", "--wall",
+				   fixture->pid_text, NULL);
+		profile = expect_profile(run);
+		CHECK_RUN(profile->count <= (size_t)threads, run, profile,
+			  "%zu distinct stacks from %d threads that were all "
+			  "stopped: the target moved while sampled",
+			  profile->count, threads);
+	} else {
+		run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "0.5",
+				   fixture->pid_text, NULL);
+		CHECK_RUN(!run->timed_out && tu_run_exit_code(run) == 0, run,
+			  no_profile, "cprof-attach exited with %d, expected 0",
+			  tu_run_exit_code(run));
+		profile = tu_profile_parse(run->out, error, sizeof(error));
+		CHECK_RUN(profile != NULL, run, no_profile,
+			  "the output is not a folded profile: %s", error);
+		CHECK_RUN(tu_profile_total(profile) == 0, run, profile,
+			  "CPU mode took %" PRIu64 " samples of a target whose "
+			  "threads were all stopped",
+			  tu_profile_total(profile));
+		CHECK_RUN(strstr(run->err, "no thread of the target was "
+				 "running") != NULL, run, profile,
+			  "no samples, but the summary does not say that no "
+			  "thread was running");
+	}
+	tu_profile_free(profile);
+	expect_still_stopped(run, fixture, cpu_before);
+	continue_fixture(fixture);
+	if (wall)
+		expect_fixture_ok(fixture);
+}
+END_TEST
+
+/* SIGSTOP and SIGCONT while cprof-attach -d 2 is attached: the stop takes
+ * effect and holds (no CPU time for 300 ms although the profiler ticks
+ * meanwhile), SIGCONT resumes the target while still traced, and the run
+ * ends normally with the chain, the target released and, at the end of
+ * its 4 s, correct.  */
+START_TEST(test_stop_continue_attached)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", "4",
+							 NULL));
+	struct tu_run *run = tu_cprof_start("-d", "2", fixture->pid_text, NULL);
+	struct tu_profile *profile;
+	long long cpu_before, cpu_used;
+	char state;
+
+	ck_assert_msg(run != NULL, "cprof-attach could not be started");
+	CHECK_RUN(tu_wait_traced(fixture->pid, 5000), run, no_profile,
+		  "cprof-attach did not attach within 5 s");
+	ck_assert_int_eq(kill(fixture->pid, SIGSTOP), 0);
+	/* Traced, the group-stop shows as 't'.  So does each sample's own
+	 * short stop: the CPU time below tells the two apart.  */
+	CHECK_RUN(tu_wait_state(fixture->pid, 0, "Tt", 2000), run, no_profile,
+		  "fixture %d not stopped within 2 s of SIGSTOP (state '%c')",
+		  (int)fixture->pid, tu_proc_state(fixture->pid)
+					     ? tu_proc_state(fixture->pid) : '0');
+	cpu_before = tu_proc_cpu_ticks(fixture->pid);
+	/* About 30 ticks of the profiler on the stopped target.  */
+	tu_delay_ms(300);
+	cpu_used = tu_proc_cpu_ticks(fixture->pid) - cpu_before;
+	state = tu_proc_state(fixture->pid);
+	CHECK_RUN(tu_task_tracer(fixture->pid, 0) > 0, run, no_profile,
+		  "cprof-attach let go of the target when it was stopped");
+	CHECK_RUN((state == 't' || state == 'T')
+		  && cpu_used <= stopped_cpu_slack(), run, no_profile,
+		  "SIGSTOP did not stop the traced fixture, or it did not stay "
+		  "stopped: state '%c', %lld clock ticks of CPU time in 300 ms "
+		  "(at most %ld expected)", state ? state : '0', cpu_used,
+		  stopped_cpu_slack());
+	ck_assert_int_eq(kill(fixture->pid, SIGCONT), 0);
+	CHECK_RUN(tu_wait_cpu_ticks(fixture->pid, running_cpu_ticks(), 1500),
+		  run, no_profile, "the traced fixture used under 50 ms of "
+		  "CPU time in the 1.5 s after SIGCONT (%s)",
+		  tu_machine_load());
+	CHECK_RUN(tu_task_tracer(fixture->pid, 0) > 0, run, no_profile,
+		  "cprof-attach was no longer attached when the fixture ran "
+		  "again: this test could not see it resume while traced");
+	CHECK_RUN(tu_run_wait(run, RUN_TIMEOUT_MS), run, no_profile,
+		  "cprof-attach did not finish in time");
+	profile = expect_profile(run);
+	expect_chain_share(run, profile, 90);
+	expect_released(fixture);
+	expect_fixture_ok(fixture);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* -------------------------------------------------------------- --tid */
+
+/* The two frames of each busy thread's own chain of the threads fixture,
+ * without what lies between its start function and them.  */
+#define PAIR_A TU_FRAMES("path_a1", "path_a2")
+#define PAIR_B TU_FRAMES("path_b1", "path_b2")
+#define PAIR_C TU_FRAMES("path_c1", "path_c2")
+#define PAIR_D TU_FRAMES("path_d1", "path_d2")
+
+/* The frames only the other threads of the threads fixture have.  */
+static const char *const not_worker_b[] = {
+	"path_a1", "path_a2", "path_c1", "path_c2", "path_d1", "path_d2",
+	"late_1", "late_2", "main",
+};
+
+/* -t TID samples that one thread and seizes no other: with --threads,
+ * every stack begins with "TID worker-b", nearly all go through
+ * path_b1;path_b2, and no frame of another thread appears.  */
+START_TEST(test_tid_one_thread)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("threads", LONG_RUN,
+							 NULL));
+	pid_t tid = tu_find_task(fixture->pid, "worker-b");
+	char tid_text[16], frame[64];
+	struct tu_run *run;
+	struct tu_profile *profile;
+	uint64_t total, in_chain;
+	int traced;
+
+	ck_assert_msg(tid > 0, "fixture %d has no thread named worker-b",
+		      (int)fixture->pid);
+	snprintf(tid_text, sizeof(tid_text), "%d", (int)tid);
+	snprintf(frame, sizeof(frame), "%d worker-b", (int)tid);
+	run = tu_cprof_start("--no-inline", "-d", "1", "-t", tid_text, "--threads",
+			     fixture->pid_text, NULL);
+	ck_assert_msg(run != NULL, "cprof-attach could not be started");
+	CHECK_RUN(tu_wait_task_traced(fixture->pid, tid, 5000), run,
+		  no_profile, "cprof-attach did not seize thread %d within 5 s",
+		  (int)tid);
+	traced = tu_traced_tasks(fixture->pid);
+	CHECK_RUN(traced == 1, run, no_profile,
+		  "-t %d: %d threads of the fixture are traced, expected only "
+		  "that one", (int)tid, traced);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	profile = expect_profile(run);
+	total = tu_profile_total(profile);
+	for (size_t i = 0; i < profile->count; i++)
+		CHECK_RUN(strcmp(profile->stacks[i].frames[0], frame) == 0, run,
+			  profile, "-t %d: stack %zu begins with \"%s\", "
+			  "expected \"%s\"", (int)tid, i + 1,
+			  profile->stacks[i].frames[0], frame);
+	in_chain = count_root_with(profile, frame, PAIR_B);
+	CHECK_RUN(in_chain * 100 >= total * 90, run, profile,
+		  "only %" PRIu64 " of %" PRIu64 " samples of \"%s\" are in "
+		  "path_b1;path_b2", in_chain, total, frame);
+	for (size_t i = 0; i < sizeof(not_worker_b) / sizeof(not_worker_b[0]);
+	     i++)
+		CHECK_RUN(tu_profile_count_frame(profile, not_worker_b[i]) == 0,
+			  run, profile, "-t %d (worker-b), but %s is in the "
+			  "profile", (int)tid, not_worker_b[i]);
+	tu_profile_free(profile);
+	expect_released(fixture);
+}
+END_TEST
+
+/* -t with a TID that is not a thread of PID (1, init): a usage error,
+ * exit 2, one line, and the target is not touched.  */
+START_TEST(test_tid_not_a_thread)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("threads", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "-t", "1",
+					  fixture->pid_text, NULL);
+
+	expect_error(run, 2, "not a thread of");
+	expect_released(fixture);
+}
+END_TEST
+
+/* ------------------------------------------------------------- signals */
+
+/* SIGTERM reaches the target while cprof-attach -d 5 is attached: it is
+ * handed over unchanged, so the fixture dies of it (its default action;
+ * the fixture does not catch it), and cprof-attach notices the exit and
+ * ends at once with the samples it took before, exit 0.  */
+START_TEST(test_target_sigterm)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("threads", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_start("--no-inline", "-d", "5", fixture->pid_text, NULL);
+	struct tu_profile *profile;
+	uint64_t total, in_workers = 0;
+	uint64_t killed_ns;
+	double after_kill;
+	const char *const *chains[] = { PAIR_A, PAIR_B, PAIR_C, PAIR_D };
+
+	ck_assert_msg(run != NULL, "cprof-attach could not be started");
+	CHECK_RUN(tu_wait_traced(fixture->pid, 5000), run, no_profile,
+		  "cprof-attach did not attach within 5 s");
+	/* About 30 ticks' worth of samples before the target dies.  */
+	tu_delay_ms(300);
+	ck_assert_int_eq(kill(fixture->pid, SIGTERM), 0);
+	killed_ns = tu_now_ns();
+	CHECK_RUN(tu_proc_wait_exit(fixture, 3000), run, no_profile,
+		  "fixture %d did not end within 3 s of SIGTERM while traced",
+		  (int)fixture->pid);
+	CHECK_RUN(WIFSIGNALED(fixture->status)
+		  && WTERMSIG(fixture->status) == SIGTERM, run, no_profile,
+		  "fixture ended with wait status %#x, expected death by "
+		  "SIGTERM", (unsigned)fixture->status);
+	CHECK_RUN(tu_run_wait(run, 3000), run, no_profile,
+		  "cprof-attach did not exit within 3 s of its target's death "
+		  "(-d 5)");
+	after_kill = (double)(tu_now_ns() - killed_ns) / 1e9;
+	profile = expect_profile(run);
+	/* Its natural end is 5 s after sampling began: well past this.  */
+	CHECK_RUN(after_kill < 3.0, run, profile,
+		  "cprof-attach ended %.2f s after its target was killed",
+		  after_kill);
+	total = tu_profile_total(profile);
+	for (size_t i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
+		in_workers += tu_profile_count_contiguous(profile, chains[i]);
+	CHECK_RUN(in_workers * 100 >= total * 90, run, profile,
+		  "only %" PRIu64 " of %" PRIu64 " samples are in the workers' "
+		  "chains", in_workers, total);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- cli */
+
+/* -V and --version: "cprof-attach VERSION" on stdout, nothing else, 0.  */
+START_TEST(test_version)
+{
+	static const char *const options[] = { "-V", "--version" };
+
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, options[i],
+						  NULL);
+
+		CHECK_RUN(tu_run_exit_code(run) == 0, run, no_profile,
+			  "cprof-attach %s exited with %d, expected 0",
+			  options[i], tu_run_exit_code(run));
+		CHECK_RUN(strcmp(run->out, "cprof-attach " CP_VERSION "\n") == 0,
+			  run, no_profile, "cprof-attach %s printed \"%s\", "
+			  "expected \"cprof-attach " CP_VERSION "\"",
+			  options[i], run->out);
+		CHECK_RUN(run->err[0] == '\0', run, no_profile,
+			  "cprof-attach %s wrote to stderr", options[i]);
+	}
+}
+END_TEST
+
+#define MAN_PAGE CP_SOURCE_DIR "/docs/cprof-attach.1"
+#define MAX_LONG_OPTIONS 64
+
+/* True when C may be part of an option name.  */
+static bool is_option_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+	       || (c >= '0' && c <= '9') || c == '-';
+}
+
+/* The long options the man page text MAN documents: each "\-\-NAME",
+ * NAME made of letters, digits and hyphens, which roff writes "\-".  The
+ * bare "\-\-" before COMMAND is not an option.  Distinct names into
+ * NAMES; returns how many.  */
+static size_t man_long_options(const char *man,
+			       char names[MAX_LONG_OPTIONS][32])
+{
+	size_t count = 0;
+
+	for (const char *p = man; (p = strstr(p, "\\-\\-")) != NULL;) {
+		char name[32];
+		size_t len = 0;
+		bool known = false;
+
+		p += 4;
+		for (;;) {
+			if (p[0] == '\\' && p[1] == '-') {
+				/* "\-\-" right after "\-\-" is no name.  */
+				if (len == 0)
+					break;
+				name[len] = '-';
+				p += 2;
+			} else if (is_option_char(*p)
+				   && (*p != '-' || len > 0)) {
+				name[len] = *p++;
+			} else {
+				break;
+			}
+			if (++len == sizeof(name) - 1)
+				break;
+		}
+		name[len] = '\0';
+		if (len == 0)
+			continue;
+		for (size_t i = 0; i < count && !known; i++)
+			known = strcmp(names[i], name) == 0;
+		if (!known && count < MAX_LONG_OPTIONS)
+			snprintf(names[count++], 32, "%s", name);
+	}
+	return count;
+}
+
+/* True when NAME is one of the COUNT NAMES.  */
+static bool has_name(char names[][32], size_t count, const char *name)
+{
+	for (size_t i = 0; i < count; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* True when TEXT has "--NAME" as a whole word (not inside a longer
+ * option name).  */
+static bool mentions_option(const char *text, const char *name)
+{
+	char option[40];
+	size_t len;
+
+	snprintf(option, sizeof(option), "--%s", name);
+	len = strlen(option);
+	for (const char *p = text; (p = strstr(p, option)) != NULL; p++)
+		if ((p == text || !is_option_char(p[-1]))
+		    && !is_option_char(p[len]))
+			return true;
+	return false;
+}
+
+/* -h and --help: the usage on stdout, exit 0, and every long option the
+ * man page documents appears in it as --NAME.  */
+START_TEST(test_help_matches_man_page)
+{
+	static const char *const options[] = { "-h", "--help" };
+	char *man = tu_read_file(MAN_PAGE);
+	char names[MAX_LONG_OPTIONS][32];
+	size_t count;
+
+	ck_assert_msg(man != NULL, "cannot read %s", MAN_PAGE);
+	count = man_long_options(man, names);
+	free(man);
+	/* The parse must have found the options section, or this test
+	 * checks nothing.  */
+	ck_assert_msg(has_name(names, count, "duration")
+		      && has_name(names, count, "max-depth")
+		      && has_name(names, count, "version"),
+		      "the long options read from %s (%zu) lack --duration, "
+		      "--max-depth or --version: the parse is wrong", MAN_PAGE,
+		      count);
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, options[i],
+						  NULL);
+
+		CHECK_RUN(tu_run_exit_code(run) == 0, run, no_profile,
+			  "cprof-attach %s exited with %d, expected 0",
+			  options[i], tu_run_exit_code(run));
+		CHECK_RUN(strncmp(run->out, "Usage: cprof-attach", 19) == 0,
+			  run, no_profile, "cprof-attach %s does not begin "
+			  "with \"Usage: cprof-attach\"", options[i]);
+		CHECK_RUN(run->err[0] == '\0', run, no_profile,
+			  "cprof-attach %s wrote to stderr", options[i]);
+		for (size_t n = 0; n < count; n++)
+			CHECK_RUN(mentions_option(run->out, names[n]), run,
+				  no_profile, "%s documents --%s, but cprof-"
+				  "attach %s does not mention it", MAN_PAGE,
+				  names[n], options[i]);
+	}
+}
+END_TEST
+
 /* ----------------------------------------------------------------- suite */
 
 static TCase *new_case(Suite *suite, const char *name, double timeout)
@@ -1027,6 +1509,22 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_error_output_no_process);
 	tcase_add_test(tcase, test_output_file_atomic);
 	tcase_add_test(tcase, test_quiet);
+
+	tcase = new_case(suite, "jobcontrol", 30);
+	tcase_add_loop_test(tcase, test_group_stop_survives, 0,
+			    sizeof(group_stop_wall) / sizeof(group_stop_wall[0]));
+	tcase_add_test(tcase, test_stop_continue_attached);
+
+	tcase = new_case(suite, "tid", 30);
+	tcase_add_test(tcase, test_tid_one_thread);
+	tcase_add_test(tcase, test_tid_not_a_thread);
+
+	tcase = new_case(suite, "signals", 30);
+	tcase_add_test(tcase, test_target_sigterm);
+
+	tcase = new_case(suite, "cli", 30);
+	tcase_add_test(tcase, test_version);
+	tcase_add_test(tcase, test_help_matches_man_page);
 
 	return suite;
 }

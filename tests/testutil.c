@@ -1045,30 +1045,143 @@ bool tu_wait_traced(pid_t pid, int timeout_ms)
 	}
 }
 
-/* The flags field (the 9th) of /proc/PID/stat, or false.  */
-static bool stat_flags(pid_t pid, unsigned long *flags)
+/* Read /proc/PID/stat into TEXT (TEXT_SIZE bytes) and return where the
+ * fields after the name begin (at the space before the state), or NULL
+ * when PID is gone.  */
+static const char *stat_after_name(pid_t pid, char *text, size_t text_size)
 {
 	char path[64];
-	char text[1024];
 	FILE *file;
 	size_t len;
-	const char *after_name;
+	const char *name_end;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	file = fopen(path, "re");
 	if (file == NULL)
-		return false;
-	len = fread(text, 1, sizeof(text) - 1, file);
+		return NULL;
+	len = fread(text, 1, text_size - 1, file);
 	fclose(file);
 	text[len] = '\0';
 	/* The name (field 2) is in parentheses and may itself contain
 	 * spaces and ')': the fields resume after the LAST ')'.  */
-	after_name = strrchr(text, ')');
-	if (after_name == NULL)
-		return false;
+	name_end = strrchr(text, ')');
+	return name_end != NULL ? name_end + 1 : NULL;
+}
+
+/* The flags field (the 9th) of /proc/PID/stat, or false.  */
+static bool stat_flags(pid_t pid, unsigned long *flags)
+{
+	char text[1024];
+	const char *fields = stat_after_name(pid, text, sizeof(text));
+
 	/* state ppid pgrp session tty_nr tpgid flags */
-	return sscanf(after_name + 1, " %*c %*d %*d %*d %*d %*d %lu", flags)
-	       == 1;
+	return fields != NULL
+	       && sscanf(fields, " %*c %*d %*d %*d %*d %*d %lu", flags) == 1;
+}
+
+long long tu_proc_cpu_ticks(pid_t pid)
+{
+	char text[1024];
+	const char *fields = stat_after_name(pid, text, sizeof(text));
+	unsigned long long utime, stime;
+
+	/* state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime: fields 3 to 15.  */
+	if (fields == NULL
+	    || sscanf(fields, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			      "%llu %llu", &utime, &stime) != 2)
+		return -1;
+	return (long long)(utime + stime);
+}
+
+bool tu_wait_cpu_ticks(pid_t pid, long long ticks, int timeout_ms)
+{
+	uint64_t deadline_ns = deadline_in(timeout_ms);
+	long long start = tu_proc_cpu_ticks(pid);
+
+	for (;;) {
+		long long now = tu_proc_cpu_ticks(pid);
+
+		if (start < 0 || now < 0)
+			return false;
+		if (now - start >= ticks)
+			return true;
+		if (ms_left(deadline_ns) == 0)
+			return false;
+		poll(NULL, 0, 1);
+	}
+}
+
+char tu_task_state(pid_t pid, pid_t tid)
+{
+	char value[64];
+
+	if (!status_field(pid, tid, "State", value, sizeof(value)))
+		return 0;
+	return value[0];
+}
+
+/* True when the state of PID (TID 0), of its thread TID, or of every
+ * thread (TID -1) is in STATES; *GONE set when PID no longer exists.  */
+static bool state_in(pid_t pid, pid_t tid, const char *states, bool *gone)
+{
+	pid_t tids[256];
+	int count, matched = 0;
+
+	*gone = false;
+	if (tid >= 0) {
+		char state = tu_task_state(pid, tid);
+
+		*gone = state == 0;
+		return state != 0 && strchr(states, state) != NULL;
+	}
+	count = tu_tasks(pid, tids, 256);
+	if (count <= 0) {
+		*gone = true;
+		return false;
+	}
+	for (int i = 0; i < count && i < 256; i++) {
+		char state = tu_task_state(pid, tids[i]);
+
+		/* A thread that has just exited is not a reason to fail.  */
+		if (state == 0)
+			continue;
+		if (strchr(states, state) == NULL)
+			return false;
+		matched++;
+	}
+	*gone = matched == 0;
+	return matched > 0;
+}
+
+bool tu_wait_state(pid_t pid, pid_t tid, const char *states, int timeout_ms)
+{
+	uint64_t deadline_ns = deadline_in(timeout_ms);
+
+	for (;;) {
+		bool gone;
+
+		if (state_in(pid, tid, states, &gone))
+			return true;
+		if (gone || ms_left(deadline_ns) == 0)
+			return false;
+		poll(NULL, 0, 1);
+	}
+}
+
+bool tu_wait_task_traced(pid_t pid, pid_t tid, int timeout_ms)
+{
+	uint64_t deadline_ns = deadline_in(timeout_ms);
+
+	for (;;) {
+		pid_t tracer = tu_task_tracer(pid, tid);
+
+		if (tracer > 0)
+			return true;
+		if (tracer < 0 || ms_left(deadline_ns) == 0)
+			return false;
+		poll(NULL, 0, 1);
+	}
 }
 
 pid_t tu_find_kernel_thread(void)

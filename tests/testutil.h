@@ -200,6 +200,32 @@ int tu_traced_tasks(pid_t pid);
  * TracerPid (the profiler has seized them all), at most TIMEOUT_MS.  */
 bool tu_wait_traced(pid_t pid, int timeout_ms);
 
+/* The state letter of thread TID of PID from its status file (TID 0:
+ * /proc/PID/status, the main thread's), or 0 when it is gone.  */
+char tu_task_state(pid_t pid, pid_t tid);
+
+/* Poll /proc every millisecond until the state letter of PID (TID 0),
+ * of its thread TID, or of every thread of PID (TID -1) is one of STATES
+ * ("T", "RS"), at most TIMEOUT_MS.  True when it got there; false on
+ * timeout or when PID is gone.  */
+bool tu_wait_state(pid_t pid, pid_t tid, const char *states, int timeout_ms);
+
+/* Poll /proc every millisecond until thread TID of PID has a nonzero
+ * TracerPid, at most TIMEOUT_MS.  */
+bool tu_wait_task_traced(pid_t pid, pid_t tid, int timeout_ms);
+
+/* CPU time PID has used so far, all threads, user and system, in clock
+ * ticks (utime + stime of /proc/PID/stat; sysconf(_SC_CLK_TCK) a
+ * second); -1 when PID is gone.  Threads that do not run add nothing:
+ * the way to tell that a stopped process stayed stopped.  */
+long long tu_proc_cpu_ticks(pid_t pid);
+
+/* Poll /proc every millisecond until PID has used TICKS more clock ticks
+ * of CPU time than at the call, at most TIMEOUT_MS: the way to tell that
+ * a process really runs (a state letter is a snapshot: a traced thread
+ * passes through 'R' on its way from one stop to the next).  */
+bool tu_wait_cpu_ticks(pid_t pid, long long ticks, int timeout_ms);
+
 /* The first PID of a kernel thread (PF_KTHREAD in /proc/PID/stat), or 0
  * when none is visible (e.g. in a PID namespace).  */
 pid_t tu_find_kernel_thread(void);

@@ -21,7 +21,8 @@
 	CP_ERROR(PARSE, "malformed input")                                 \
 	CP_ERROR(UNWIND, "stack unwinding failed")                         \
 	CP_ERROR(EXEC, "cannot execute command")                           \
-	CP_ERROR(INVAL, "invalid argument")
+	CP_ERROR(INVAL, "invalid argument")                                \
+	CP_ERROR(NOTLEADER, "a thread, not a process")
 
 enum cp_error {
 #define CP_ERROR(name, msg) CP_E_##name,

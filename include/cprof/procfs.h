@@ -70,6 +70,10 @@ int cp_procfs_slurp(const char *path, char **text, size_t *len);
  * unknown.  */
 pid_t cp_procfs_tracer_pid(pid_t pid);
 
+/* The Tgid (process id) of thread TID from /proc/TID/status, -1 when
+ * unknown.  */
+pid_t cp_procfs_tgid(pid_t tid);
+
 /* The comm (short name) of PID/TID into BUF; "" when unavailable.  */
 void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size);
 

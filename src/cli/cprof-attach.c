@@ -332,6 +332,11 @@ static int explain_attach_error(int rc, pid_t pid, pid_t tracer,
 		message("process %d (%s) is a kernel thread; cprof-attach profiles user-space programs (for the kernel use perf)",
 			(int)pid, comm);
 		return EXIT_USAGE;
+	case CP_E_NOTLEADER:
+		message("%d is a thread of process %d, not a process; to sample only that thread: cprof-attach -t %d %d",
+			(int)pid, (int)cp_procfs_tgid(pid), (int)pid,
+			(int)cp_procfs_tgid(pid));
+		return EXIT_USAGE;
 	case CP_E_SELF:
 		message("PID %d is cprof-attach itself; give the PID of the program to profile",
 			(int)pid);
@@ -596,8 +601,12 @@ int main(int argc, char **argv)
 		/* Keep what was collected.  */
 	}
 	if (stats.samples == 0 && exited) {
-		message("process %d exited before any sample was taken",
-			(int)pid);
+		if (o.ntids)
+			message("the selected thread%s of process %d exited before any sample was taken",
+				o.ntids > 1 ? "s" : "", (int)pid);
+		else
+			message("process %d exited before any sample was taken",
+				(int)pid);
 		exit_code = EXIT_RUNTIME;
 		goto out;
 	}
