@@ -7,6 +7,7 @@ packages=(
 	gcc g++ make pkg-config binutils     # build (g++ for the C++ fixture)
 	libunwind-dev libelf-dev libdw-dev   # unwinding and symbols
 	libiberty-dev                  # C++ and Rust demangling
+	libprotobuf-c-dev protobuf-c-compiler zlib1g-dev   # pprof output
 	debuginfod libc6-dbg           # symbol tests: a real debuginfod, libc's debug info
 	check                          # unit and end-to-end tests
 	linux-perf elfutils time       # reference tools for make bench

@@ -1,6 +1,7 @@
 /* The profile: interned strings, locations, stacks and aggregated samples. */
 #include "cprof/profile.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,11 @@ struct cp_profile {
 
 	struct thread_name *threads;
 	size_t nthreads;
+	pid_t *thread_ids;           /* parallel to threads, for the API */
+
+	struct cp_mapping *mappings;
+	uint32_t nmappings, mappings_cap;
+	struct cp_profile_meta meta;
 };
 
 /* Grow *ARRAY (of SIZE-byte elements) so that NEED elements fit.  */
@@ -79,6 +85,7 @@ struct cp_profile *cp_profile_new(void)
 		cp_profile_free(p);
 		return NULL;
 	}
+	snprintf(p->meta.unit, sizeof(p->meta.unit), "samples");
 	return p;
 }
 
@@ -100,6 +107,8 @@ void cp_profile_free(struct cp_profile *p)
 	free(p->samples);
 	cp_hashidx_free(&p->sample_index);
 	free(p->threads);
+	free(p->thread_ids);
+	free(p->mappings);
 	free(p);
 }
 
@@ -185,6 +194,7 @@ uint32_t cp_profile_add_location(struct cp_profile *p, uint64_t address,
 	struct cp_location *loc = &p->locations[p->nlocations];
 	loc->address = address;
 	loc->module = module;
+	loc->mapping = 0;
 	loc->nlines = nlines;
 	loc->lines = copy;
 	return p->nlocations++;
@@ -329,6 +339,11 @@ int cp_profile_set_thread_name(struct cp_profile *p, pid_t tid,
 	if (!grown)
 		return -CP_E_NOMEM;
 	p->threads = grown;
+	pid_t *ids = realloc(p->thread_ids, (p->nthreads + 1) * sizeof(*ids));
+	if (!ids)
+		return -CP_E_NOMEM;
+	p->thread_ids = ids;
+	p->thread_ids[p->nthreads] = tid;
 	p->threads[p->nthreads].tid = tid;
 	p->threads[p->nthreads].name = id;
 	p->nthreads++;
@@ -341,4 +356,58 @@ const char *cp_profile_thread_name(const struct cp_profile *p, pid_t tid)
 		if (p->threads[i].tid == tid)
 			return cp_profile_string(p, p->threads[i].name);
 	return NULL;
+}
+
+uint32_t cp_profile_add_mapping(struct cp_profile *p, uint64_t start,
+				uint64_t limit, uint64_t offset, uint32_t file,
+				uint32_t build_id)
+{
+	for (uint32_t i = 0; i < p->nmappings; i++)
+		if (p->mappings[i].start == start && p->mappings[i].file == file)
+			return i + 1;
+	if (!reserve32(&p->mappings, sizeof(*p->mappings), p->nmappings + 1,
+		       &p->mappings_cap))
+		return 0;
+	p->mappings[p->nmappings] = (struct cp_mapping){
+		start, limit, offset, file, build_id};
+	return ++p->nmappings;
+}
+
+const struct cp_mapping *cp_profile_mapping(const struct cp_profile *p,
+					    uint32_t id)
+{
+	return id >= 1 && id <= p->nmappings ? &p->mappings[id - 1] : NULL;
+}
+
+uint32_t cp_profile_mapping_count(const struct cp_profile *p)
+{
+	return p->nmappings;
+}
+
+void cp_profile_set_location_mapping(struct cp_profile *p, uint32_t id,
+				     uint32_t mapping)
+{
+	if (id < p->nlocations)
+		p->locations[id].mapping = mapping;
+}
+
+uint32_t cp_profile_location_count(const struct cp_profile *p)
+{
+	return p->nlocations;
+}
+
+struct cp_profile_meta *cp_profile_meta(struct cp_profile *p)
+{
+	return &p->meta;
+}
+
+const struct cp_profile_meta *cp_profile_meta_const(const struct cp_profile *p)
+{
+	return &p->meta;
+}
+
+const pid_t *cp_profile_threads(const struct cp_profile *p, size_t *n)
+{
+	*n = p->nthreads;
+	return p->thread_ids;
 }

@@ -187,6 +187,17 @@ static void apply(struct cp_resolver *res, const struct job *job)
 							  strlen(sym->module))
 				      : 0;
 	cp_profile_set_location(p, job->location, module, lines, (uint32_t)n);
+	if (sym->module_path && sym->module_end > sym->module_start) {
+		uint32_t file = cp_profile_intern(p, sym->module_path,
+						  strlen(sym->module_path));
+		uint32_t build_id =
+			sym->build_id ? cp_profile_intern(p, sym->build_id,
+							  strlen(sym->build_id))
+				      : 0;
+		uint32_t mapping = cp_profile_add_mapping(
+			p, sym->module_start, sym->module_end, 0, file, build_id);
+		cp_profile_set_location_mapping(p, job->location, mapping);
+	}
 }
 
 static void collect(struct cp_resolver *res, bool wait_idle)

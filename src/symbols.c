@@ -669,8 +669,8 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 	}
 	struct cp_frame frames[MAX_INLINE];
 	size_t n = 0;
-	const char *module = NULL, *module_path = NULL;
-	uint64_t module_offset = 0;
+	const char *module = NULL, *module_path = NULL, *build_id = NULL;
+	uint64_t module_offset = 0, module_start = 0, module_end = 0;
 	if (mod) {
 		Dwarf_Addr bias = 0;
 		dwfl_module_getelf(mod, &bias);
@@ -679,9 +679,28 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 		if (path) {
 			const char *base = strrchr(path, '/');
 			module_path = intern(s, path);
-			module = intern(s, base ? base + 1 : path);
+			/* "libfoo.so (deleted)": the file is gone, the module
+			 * is still libfoo.so.  */
+			char name[256];
+			snprintf(name, sizeof(name), "%s", base ? base + 1 : path);
+			size_t len = strlen(name);
+			if (len > 10 && strcmp(name + len - 10, " (deleted)") == 0)
+				name[len - 10] = '\0';
+			module = intern(s, name);
 		}
 		module_offset = address - bias;
+		Dwarf_Addr start = 0, end = 0;
+		dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL, NULL);
+		module_start = start;
+		module_end = end;
+		const unsigned char *id_bits;
+		GElf_Addr id_vaddr;
+		int id_len = dwfl_module_build_id(mod, &id_bits, &id_vaddr);
+		if (id_len > 0) {
+			char hexid[129];
+			hex(id_bits, id_len, hexid, sizeof(hexid));
+			build_id = intern(s, hexid);
+		}
 		GElf_Off offset;
 		GElf_Sym elf_sym;
 		const char *fn = dwfl_module_addrinfo(mod, address, &offset,
@@ -719,6 +738,9 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 	sym->module = module;
 	sym->module_path = module_path;
 	sym->module_offset = module_offset;
+	sym->module_start = module_start;
+	sym->module_end = module_end;
+	sym->build_id = build_id;
 	memcpy((struct cp_frame *)sym->frames, frames, n * sizeof(*frames));
 	return sym;
 }

@@ -22,9 +22,29 @@ struct cp_line {
 	bool inlined;       /* inlined into the next line of the location */
 };
 
+/* A mapped module (pprof's Mapping).  */
+struct cp_mapping {
+	uint64_t start, limit; /* [start, limit) in the target */
+	uint64_t offset;       /* file offset of START */
+	uint32_t file;         /* string id of the path */
+	uint32_t build_id;     /* string id of the hex build-id, 0 if none */
+};
+
+/* What a profile is about, for the writers' headers and pprof's fields. */
+struct cp_profile_meta {
+	uint32_t frequency;       /* samples per second per thread, 0 if n/a */
+	uint64_t time_nanos;      /* wall-clock start, ns since the epoch */
+	uint64_t duration_nanos;
+	pid_t pid;
+	char target[256];         /* the target's command line or name */
+	char command[512];        /* the profiler's own command line */
+	char unit[32];            /* "samples" (default), "bytes", ... */
+};
+
 struct cp_location {
 	uint64_t address;   /* 0 when unknown (profiles read from text) */
 	uint32_t module;    /* string id of the module basename, 0 if none */
+	uint32_t mapping;   /* mapping id (1-based), 0 if none */
 	uint32_t nlines;
 	const struct cp_line *lines; /* innermost first */
 };
@@ -52,6 +72,27 @@ const char *cp_profile_string(const struct cp_profile *profile, uint32_t id);
 uint32_t cp_profile_add_location(struct cp_profile *profile,
 				 uint64_t address, uint32_t module,
 				 const struct cp_line *lines, uint32_t nlines);
+
+/* Add a mapping; the same START and FILE give the same id.  Returns the
+ * id (>= 1) or 0 when out of memory.  */
+uint32_t cp_profile_add_mapping(struct cp_profile *profile, uint64_t start,
+				uint64_t limit, uint64_t offset, uint32_t file,
+				uint32_t build_id);
+
+/* Mapping ID (1-based), or NULL.  */
+const struct cp_mapping *cp_profile_mapping(const struct cp_profile *p,
+					    uint32_t id);
+uint32_t cp_profile_mapping_count(const struct cp_profile *profile);
+
+/* Set the mapping of location ID.  */
+void cp_profile_set_location_mapping(struct cp_profile *profile, uint32_t id,
+				     uint32_t mapping);
+
+uint32_t cp_profile_location_count(const struct cp_profile *profile);
+
+/* The profile's description; never NULL, writable by its producer.  */
+struct cp_profile_meta *cp_profile_meta(struct cp_profile *profile);
+const struct cp_profile_meta *cp_profile_meta_const(const struct cp_profile *p);
 
 /* Replace the module and lines of location ID (a location added before
  * its address was symbolized).  Returns 0, -CP_E_INVAL or -CP_E_NOMEM.  */
@@ -89,5 +130,8 @@ int cp_profile_set_thread_name(struct cp_profile *profile, pid_t tid,
 /* Borrowed, or NULL when unknown.  */
 const char *cp_profile_thread_name(const struct cp_profile *profile,
 				   pid_t tid);
+
+/* Every thread with a name, in the order first named; *N set.  */
+const pid_t *cp_profile_threads(const struct cp_profile *profile, size_t *n);
 
 #endif

@@ -43,6 +43,8 @@ struct cp_symbol {
 	const char *module;     /* basename of the module, or NULL */
 	const char *module_path;/* full path of the module, or NULL */
 	uint64_t module_offset; /* ADDRESS minus the module's load bias */
+	uint64_t module_start, module_end; /* the module's mapped range */
+	const char *build_id;   /* hex, or NULL */
 	size_t nframes;         /* >= 1 */
 	const struct cp_frame *frames;
 };
