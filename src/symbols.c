@@ -55,9 +55,14 @@ struct cp_symbols {
 	size_t nperf_syms;
 	struct timespec perf_mtime;  /* of the perf map last read */
 	uint64_t lookups, hits, rereads;
+	struct symtab **symtabs;     /* built per module, freed at the end */
+	size_t nsymtabs;
 	char **warned;               /* debug files already warned about */
 	size_t nwarned;
 };
+
+struct symtab;
+static void free_symtab(struct symtab *t);
 
 /* libdwfl's callbacks get no argument of ours; the symbolizer running the
  * lookup is found through this pointer (one lookup at a time per thread). */
@@ -422,6 +427,9 @@ void cp_symbols_free(struct cp_symbols *s)
 		free(s->warned[i]);
 	free(s->warned);
 	free(s->perf_syms);
+	for (size_t i = 0; i < s->nsymtabs; i++)
+		free_symtab(s->symtabs[i]);
+	free(s->symtabs);
 	cp_maps_free(s->maps);
 	cp_profile_free(s->strings);
 	free(s->debuginfo_path);
@@ -500,6 +508,127 @@ static const char *perf_map_lookup(struct cp_symbols *s, uint64_t address)
 						 s->perf_syms[mid].name);
 	}
 	return NULL;
+}
+
+/* ------------------------------------------------------ symbol tables */
+
+/* A module's function symbols sorted by address.  dwfl_module_addrinfo
+ * scans the whole symbol table on every call (tens of thousands of
+ * entries in a large program); this is built once per module and
+ * searched in O(log n), as perf does.  */
+struct sym_entry {
+	uint64_t start, end;   /* end == start for a symbol without size */
+	const char *name;      /* libelf's string table: lives with the Dwfl */
+	int rank;              /* binding: GLOBAL 0, WEAK 1, LOCAL 2 */
+};
+
+struct symtab {
+	struct sym_entry *entries;
+	size_t count;
+};
+
+static int compare_entries(const void *a, const void *b)
+{
+	const struct sym_entry *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	/* sized before unsized, then the longer */
+	return (y->end - y->start > x->end - x->start) -
+	       (y->end - y->start < x->end - x->start);
+}
+
+static struct symtab *build_symtab(Dwfl_Module *mod)
+{
+	struct symtab *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	int nsyms = dwfl_module_getsymtab(mod);
+	if (nsyms > 0)
+		t->entries = malloc((size_t)nsyms * sizeof(*t->entries));
+	for (int i = 0; t->entries && i < nsyms; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr,
+							   &shndx, NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (!name || !*name || sym.st_shndx == SHN_UNDEF ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC &&
+		     !(type == STT_NOTYPE && sym.st_size > 0)))
+			continue;
+		int bind = GELF_ST_BIND(sym.st_info);
+		t->entries[t->count++] = (struct sym_entry){
+			.start = addr,
+			.end = addr + sym.st_size,
+			.name = name,
+			.rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2,
+		};
+	}
+	if (t->count > 1)
+		qsort(t->entries, t->count, sizeof(*t->entries),
+		      compare_entries);
+	return t;
+}
+
+static void free_symtab(struct symtab *t)
+{
+	if (t) {
+		free(t->entries);
+		free(t);
+	}
+}
+
+/* The name of the function containing ADDRESS in MOD, or NULL.  */
+static const char *symtab_lookup(struct cp_symbols *s, Dwfl_Module *mod,
+				 uint64_t address)
+{
+	void **userdata;
+	dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	struct symtab *t = *userdata;
+	if (!t) {
+		t = build_symtab(mod);
+		if (!t)
+			return NULL;
+		struct symtab **grown =
+			realloc(s->symtabs, (s->nsymtabs + 1) * sizeof(*grown));
+		if (!grown) {
+			free_symtab(t);
+			return NULL;
+		}
+		s->symtabs = grown;
+		s->symtabs[s->nsymtabs++] = t;
+		*userdata = t;
+	}
+	/* The last symbol starting at or before ADDRESS...  */
+	size_t lo = 0, hi = t->count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->entries[mid].start <= address)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	/* ...but the first (best-ranked) of those at that same address, and
+	 * one whose extent holds ADDRESS: walk back over aliases and over
+	 * small symbols nested in a larger one.  */
+	uint64_t start = t->entries[lo - 1].start;
+	size_t i = lo - 1;
+	while (i > 0 && t->entries[i - 1].start == start)
+		i--;
+	for (size_t j = i; j < lo; j++)
+		if (address < t->entries[j].end)
+			return t->entries[j].name;
+	for (size_t j = lo; j-- > 0 && lo - j < 64;)
+		if (address < t->entries[j].end)
+			return t->entries[j].name;
+	/* No sized symbol holds it: an unsized one right before it (hand
+	 * written assembly) is the best guess, as libdwfl would say.  */
+	return t->entries[i].end == t->entries[i].start ? t->entries[i].name
+						       : NULL;
 }
 
 /* -------------------------------------------------------------- lookup */
@@ -701,12 +830,7 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 			hex(id_bits, id_len, hexid, sizeof(hexid));
 			build_id = intern(s, hexid);
 		}
-		GElf_Off offset;
-		GElf_Sym elf_sym;
-		const char *fn = dwfl_module_addrinfo(mod, address, &offset,
-						      &elf_sym, NULL, NULL, NULL);
-		if (fn && !*fn)
-			fn = NULL;
+		const char *fn = symtab_lookup(s, mod, address);
 		n = dwarf_frames(s, mod, address, fn, frames);
 		if (n == 0) {
 			const char *name = fn ? display_name(s, fn) : NULL;
