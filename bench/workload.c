@@ -46,9 +46,10 @@ struct bench_args {
 	long depth;
 	long work;    /* units per thread */
 	bool forever; /* ignore work, run until killed */
+	bool sleep;   /* --forever, but each leaf sleeps instead of working */
 };
 
-static struct bench_args args = { 1, 30, 1000, false };
+static struct bench_args args = { 1, 30, 1000, false, false };
 static uint64_t mismatches; /* wrong sums, all threads (atomic) */
 
 uint64_t bench_leaf(void);
@@ -81,6 +82,12 @@ BENCH_FRAME uint64_t bench_leaf(void)
 {
 	uint64_t acc = 0;
 
+	if (args.sleep) {
+		/* a thread blocked in a deep stack, for the --dump bench */
+		struct timespec second = {1, 0};
+		nanosleep(&second, NULL);
+		return 0;
+	}
 	for (uint64_t i = 0; i < BENCH_UNIT_LOOPS; i++) {
 		acc += i * i;
 		__asm__ volatile("" : "+r"(acc));
@@ -123,7 +130,7 @@ static void *bench_thread(void *unused)
 static void usage(FILE *to)
 {
 	fprintf(to,
-		"Usage: workload [--threads N] [--depth D] [--work UNITS] [--forever]\n"
+		"Usage: workload [--threads N] [--depth D] [--work UNITS] [--forever] [--sleep]\n"
 		"Fixed CPU work for the cprof benchmarks: N threads (default 1) each\n"
 		"recurse D levels (default 30) and do UNITS units (default 1000) of\n"
 		"checked busy work (%u loop iterations each).  Prints \"ready\", then\n"
@@ -163,6 +170,8 @@ static void parse_args(int argc, char **argv)
 					       1000000000L);
 		else if (strcmp(a, "--forever") == 0)
 			args.forever = true;
+		else if (strcmp(a, "--sleep") == 0)
+			args.forever = args.sleep = true;
 		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			exit(0);

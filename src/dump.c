@@ -152,7 +152,7 @@ static void state_text(const struct cp_dump_thread *t, char *buf, size_t size)
 		snprintf(buf, size, "%s", cp_task_state_name(t->state));
 }
 
-int cp_write_dump_text(const struct cp_dump *dump, FILE *f)
+int cp_write_dump_text(const struct cp_dump *dump, bool lines, FILE *f)
 {
 	for (size_t i = 0; i < dump->nthreads; i++) {
 		const struct cp_dump_thread *t = &dump->threads[i];
@@ -166,7 +166,7 @@ int cp_write_dump_text(const struct cp_dump *dump, FILE *f)
 				fr->address, fr->frame->function);
 			if (fr->frame->inlined)
 				fputs(" (inlined)", f);
-			if (fr->frame->file && fr->frame->line > 0) {
+			if (lines && fr->frame->file && fr->frame->line > 0) {
 				const char *base = strrchr(fr->frame->file, '/');
 				fprintf(f, " (%s:%d)",
 					base ? base + 1 : fr->frame->file,

@@ -831,7 +831,9 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 			build_id = intern(s, hexid);
 		}
 		const char *fn = symtab_lookup(s, mod, address);
-		n = dwarf_frames(s, mod, address, fn, frames);
+		n = s->options.no_dwarf
+			    ? 0
+			    : dwarf_frames(s, mod, address, fn, frames);
 		if (n == 0) {
 			const char *name = fn ? display_name(s, fn) : NULL;
 			if (!name && module) {

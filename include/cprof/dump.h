@@ -50,8 +50,8 @@ const char *cp_syscall_name(long nr);
 /* Print DUMP as text, one block per thread:
  *   Thread 4242 "worker-1" (sleeping in nanosleep)
  *     #0  0x00007f3a1c2b5e10 in compress_block (lz.c:214) [libz.so.1]
- * Returns 0 or -CP_E_SYS.  */
-int cp_write_dump_text(const struct cp_dump *dump, FILE *stream);
+ * The source position only when LINES.  Returns 0 or -CP_E_SYS.  */
+int cp_write_dump_text(const struct cp_dump *dump, bool lines, FILE *stream);
 
 /* Print DUMP as one JSON document.  Returns 0 or -CP_E_SYS.  */
 int cp_write_dump_json(const struct cp_dump *dump, FILE *stream);

@@ -19,6 +19,9 @@ struct cp_symbols_options {
 	const char *const *debuginfo_dirs;
 	size_t n_debuginfo_dirs;
 	bool no_demangle;   /* keep C++/Rust names as the symbol table has them */
+	/* Names from the symbol tables only: no DWARF, so no inlined frames
+	 * and no source positions, but nothing to read beyond .symtab.  */
+	bool no_dwarf;
 	int verbose;        /* > 0: report lookup statistics */
 	/* Called with one line of text for each problem met along the way
 	 * (a corrupt debug file, a build-id mismatch); may be NULL.  */

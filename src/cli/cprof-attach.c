@@ -472,7 +472,7 @@ static int run_dump(const struct options *o, struct cp_target *target,
 	if (strcmp(o->format, "json") == 0)
 		rc = cp_write_dump_json(dump, cp_output_stream(out));
 	else
-		rc = cp_write_dump_text(dump, cp_output_stream(out));
+		rc = cp_write_dump_text(dump, o->lines, cp_output_stream(out));
 	cp_dump_free(dump);
 	if (rc == 0)
 		rc = cp_output_commit(out);
@@ -553,6 +553,9 @@ int main(int argc, char **argv)
 			.debuginfo_dirs = o.debuginfo_dirs,
 			.n_debuginfo_dirs = o.n_debuginfo_dirs,
 			.no_demangle = o.no_demangle,
+			/* DWARF is read only for what needs it: inlined
+			 * frames and source positions.  */
+			.no_dwarf = o.no_inline && !o.lines,
 			.verbose = o.verbose,
 			.warn = warning,
 		};
