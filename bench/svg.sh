@@ -28,3 +28,10 @@ if [[ -x $BUILD/cprof && -x /usr/bin/time ]]; then
 	/usr/bin/time -f "%e s %M KB" "$BUILD/cprof" flamegraph "$DIR/big.folded" -o "$DIR/cli.svg"
 	echo "svg size $(stat -c %s "$DIR/cli.svg") bytes"
 fi
+if [[ -x $BUILD/cprof && -x /usr/bin/time ]]; then
+	for out in big.pb.gz big.speedscope.json big.copy.folded; do
+		echo "== cprof convert -o $out (wall s, peak KB)"
+		/usr/bin/time -f "%e s %M KB" "$BUILD/cprof" convert "$DIR/big.folded" -o "$DIR/$out"
+		echo "size $(stat -c %s "$DIR/$out") bytes"
+	done
+fi

@@ -256,7 +256,9 @@ uint32_t cp_profile_intern_stack(struct cp_profile *p, const uint32_t *locs,
 	id = p->nstacks;
 	p->stacks[id].offset = p->stack_locs_used;
 	p->stacks[id].len = (uint32_t)n;
-	memcpy(p->stack_locs + p->stack_locs_used, locs, n * sizeof(*locs));
+	if (n)
+		memcpy(p->stack_locs + p->stack_locs_used, locs,
+		       n * sizeof(*locs));
 	if (!cp_hashidx_insert(&p->stack_index, hash, id))
 		return UINT32_MAX;
 	p->stack_locs_used += n;

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -38,7 +40,9 @@ static const char usage_text[] =
 	"                           until Ctrl-C or the target exits\n"
 	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
 	"  -o, --output FILE        where to write the profile (default: standard output)\n"
-	"      --format FORMAT      folded (default); with --dump: text (default) or json\n"
+	"      --format FORMAT      folded (default), svg, pprof or speedscope; left out,\n"
+	"                           taken from -o: .folded .svg .pb.gz .speedscope.json;\n"
+	"                           with --dump: text (default) or json\n"
 	"      --wall               also sample threads that are sleeping or blocked\n"
 	"                           (wall-clock profile); default: only running threads\n"
 	"  -t, --tid TID            sample only this thread (repeatable)\n"
@@ -114,6 +118,27 @@ static long parse_long(const char *text, const char *what, long lo, long hi)
 		die_usage("invalid %s '%s': expected a whole number from %ld to %ld",
 			  what, text, lo, hi);
 	return v;
+}
+
+/* The format an output file's name asks for; folded when it says
+ * nothing.  */
+static const char *format_from_path(const char *path)
+{
+	static const struct {
+		const char *suffix, *format;
+	} known[] = {
+		{".svg", "svg"},
+		{".folded", "folded"},
+		{".pb.gz", "pprof"},
+		{".speedscope.json", "speedscope"},
+	};
+	size_t len = path ? strlen(path) : 0;
+	for (size_t i = 0; i < sizeof(known) / sizeof(*known); i++) {
+		size_t n = strlen(known[i].suffix);
+		if (len > n && strcasecmp(path + len - n, known[i].suffix) == 0)
+			return known[i].format;
+	}
+	return "folded";
 }
 
 static void parse_options(int argc, char **argv, struct options *o)
@@ -257,10 +282,16 @@ static void parse_options(int argc, char **argv, struct options *o)
 				  o->format);
 	} else {
 		if (!o->format)
-			o->format = "folded";
-		if (strcmp(o->format, "folded") != 0)
-			die_usage("unknown format '%s': supported: folded",
+			o->format = format_from_path(o->output);
+		if (strcmp(o->format, "folded") != 0 &&
+		    strcmp(o->format, "svg") != 0 &&
+		    strcmp(o->format, "pprof") != 0 &&
+		    strcmp(o->format, "speedscope") != 0)
+			die_usage("unknown format '%s': folded, svg, pprof or speedscope",
 				  o->format);
+		if (strcmp(o->format, "pprof") == 0 && !o->output &&
+		    isatty(STDOUT_FILENO))
+			die_usage("pprof output is binary: give -o FILE.pb.gz");
 	}
 	bool dashdash = optind > 0 && optind <= argc &&
 			strcmp(argv[optind - 1], "--") == 0;
@@ -304,6 +335,25 @@ static void install_handlers(void)
 	/* A closed output pipe is reported as a write error, not a death
 	 * that would leave nothing written.  */
 	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The command line of PID, arguments joined by spaces; its comm when
+ * that is unreadable.  */
+static void proc_cmdline(pid_t pid, char *buf, size_t size)
+{
+	char path[64], *text;
+	size_t len;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	buf[0] = '\0';
+	if (cp_procfs_slurp(path, &text, &len) == 0) {
+		for (size_t i = 0; i + 1 < len; i++)
+			if (text[i] == '\0')
+				text[i] = ' ';
+		snprintf(buf, size, "%s", text);
+		free(text);
+	}
+	if (!buf[0])
+		cp_procfs_comm(pid, 0, buf, size);
 }
 
 static void proc_comm(pid_t pid, char *buf, size_t size)
@@ -447,6 +497,35 @@ static void summary(const struct options *o, const struct cp_sampler_stats *s,
 		message("profile written to %s", path);
 }
 
+/* Describe the run in the profile (headers, pprof fields), then write it
+ * in the format asked for.  */
+static int write_profile(const struct options *o, struct cp_profile *profile,
+			 int argc, char **argv, FILE *stream)
+{
+	struct cp_profile_meta *meta = cp_profile_meta(profile);
+	size_t used = 0;
+	for (int i = 0; i < argc && used < sizeof(meta->command) - 1; i++)
+		used += (size_t)snprintf(meta->command + used,
+					 sizeof(meta->command) - used, "%s%s",
+					 i ? " " : "", argv[i]);
+	if (strcmp(o->format, "folded") == 0) {
+		struct cp_folded_options fo = {
+			.threads = o->threads,
+			.lines = o->lines,
+			.no_inline = o->no_inline,
+			.max_depth = o->max_depth,
+		};
+		return cp_write_folded(profile, &fo, stream);
+	}
+	if (strcmp(o->format, "pprof") == 0)
+		return cp_write_pprof(profile, stream);
+	if (strcmp(o->format, "speedscope") == 0)
+		return cp_write_speedscope(profile, meta->target, stream);
+	/* The SVG header names the command, target and samples from META. */
+	struct cp_svg_options so = {.minwidth = -1};
+	return cp_write_svg(profile, &so, stream);
+}
+
 static void warning(void *arg, const char *text)
 {
 	(void)arg;
@@ -587,8 +666,17 @@ int main(int argc, char **argv)
 		.stop = &stop_requested,
 		.progress = !o.quiet && isatty(STDERR_FILENO) ? progress : NULL,
 	};
+	struct cp_profile_meta *meta = cp_profile_meta(profile);
+	meta->frequency = o.frequency;
+	meta->pid = pid;
+	proc_cmdline(pid, meta->target, sizeof(meta->target));
+	struct timespec started;
+	clock_gettime(CLOCK_REALTIME, &started);
+	meta->time_nanos = (uint64_t)started.tv_sec * 1000000000u +
+			   (uint64_t)started.tv_nsec;
 	struct cp_sampler_stats stats;
 	rc = cp_sampler_run(target, unwinder, symbols, profile, &so, &stats);
+	meta->duration_nanos = (uint64_t)(stats.elapsed * 1e9);
 	if (so.progress)
 		fputs("\r\033[K", stderr);
 
@@ -621,13 +709,7 @@ int main(int argc, char **argv)
 			lookups, hits, rereads);
 	}
 
-	struct cp_folded_options fo = {
-		.threads = o.threads,
-		.lines = o.lines,
-		.no_inline = o.no_inline,
-		.max_depth = o.max_depth,
-	};
-	rc = cp_write_folded(profile, &fo, cp_output_stream(out));
+	rc = write_profile(&o, profile, argc, argv, cp_output_stream(out));
 	if (rc < 0) {
 		message("cannot write the profile to %s: %s",
 			cp_output_path(out), strerror(errno));

@@ -1,0 +1,843 @@
+/* cprof: offline work on folded stacks — flame graphs, differences,
+ * conversions and reports.  A thin layer over libcprof: options, messages,
+ * exit codes.  Every input goes through cp_read_folded() and every output
+ * through the cp_output_* temporary-and-rename, so a malformed input never
+ * leaves a file behind.  */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cprof/error.h"
+#include "cprof/output.h"
+#include "cprof/profile.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+static const char main_usage[] =
+	"Usage: cprof COMMAND [OPTIONS] ARGS...\n"
+	"Flame graphs, differences, conversions and reports from folded stacks (what\n"
+	"cprof-attach and FlameGraph's stackcollapse scripts write).\n"
+	"\n"
+	"Commands:\n"
+	"  flamegraph   draw an interactive SVG flame graph\n"
+	"  diff         compare two profiles: a differential flame graph or counts\n"
+	"  convert      write a profile as folded, svg, pprof or speedscope\n"
+	"  report       print the top functions by self and by total samples\n"
+	"\n"
+	"  -h, --help           show this help; cprof COMMAND --help: one command's\n"
+	"  -V, --version        show the version\n"
+	"\n";
+
+static const char flamegraph_usage[] =
+	"Usage: cprof flamegraph [OPTIONS] IN [-o OUT.svg]\n"
+	"Draw an interactive SVG flame graph of the folded stacks in IN.\n"
+	"\n"
+	"      --title TEXT         title (default \"Flame Graph\"; \"Icicle Graph\" with\n"
+	"                           --inverted)\n"
+	"      --width PIXELS       image width (default 1200)\n"
+	"      --minwidth PIXELS    leave out frames narrower than this (decimals\n"
+	"                           allowed; default 0.1)\n"
+	"      --inverted           icicle graph: the root at the top\n"
+	"      --colors PALETTE     default (by kind of frame), hot, mem, io, red, green,\n"
+	"                           blue, yellow, purple, aqua, orange or gray\n"
+	"  -o, --output FILE        where to write the SVG (default: standard output)\n"
+	"  -h, --help               show this help\n";
+
+static const char diff_usage[] =
+	"Usage: cprof diff [OPTIONS] BEFORE AFTER [-o OUT]\n"
+	"Compare two profiles.  svg: a differential flame graph, widths from AFTER,\n"
+	"a frame red where it grew and blue where it shrank.  folded: one line\n"
+	"\"stack BEFORE AFTER\" for every stack of either profile, sorted by stack.\n"
+	"\n"
+	"      --format FORMAT      svg (default; folded when OUT ends in .folded) or\n"
+	"                           folded\n"
+	"      --normalize          scale BEFORE to AFTER's total first (rounded to\n"
+	"                           whole samples)\n"
+	"      --title TEXT         title (default \"Differential Flame Graph\")\n"
+	"      --width PIXELS       image width (default 1200)\n"
+	"      --minwidth PIXELS    leave out frames narrower than this (default 0.1)\n"
+	"      --inverted           icicle graph: the root at the top\n"
+	"  -o, --output FILE        where to write (default: standard output)\n"
+	"  -h, --help               show this help\n";
+
+static const char convert_usage[] =
+	"Usage: cprof convert IN --format FORMAT [-o OUT]\n"
+	"Write the folded stacks in IN in another format.\n"
+	"\n"
+	"      --format FORMAT      folded, svg, pprof (gzip-compressed profile.proto)\n"
+	"                           or speedscope; may be left out when OUT ends in\n"
+	"                           .folded, .svg, .pb.gz or .speedscope.json\n"
+	"  -o, --output FILE        where to write (default: standard output)\n"
+	"  -h, --help               show this help\n";
+
+static const char report_usage[] =
+	"Usage: cprof report [OPTIONS] IN\n"
+	"Print the top functions by self samples (the function was running) and by\n"
+	"total samples (it was on the stack; counted once per stack, even when it\n"
+	"recurses), with percentages of all samples.\n"
+	"\n"
+	"      --top N              functions in each table (default 10; 0: all)\n"
+	"  -o, --output FILE        where to write (default: standard output)\n"
+	"  -h, --help               show this help\n";
+
+static const char common_usage[] =
+	"\n"
+	"IN is a file of folded stacks, or - for standard input: lines\n"
+	"\"frame;frame;...;frame COUNT\", root first, the count after the last run of\n"
+	"spaces or tabs (decimals are rounded half up); blank lines and lines\n"
+	"beginning with # are skipped.  Output files are written to a temporary file\n"
+	"and renamed into place when complete.\n"
+	"\n"
+	"Exit status: 0 success, 1 runtime failure, 2 usage error or bad input\n"
+	"(malformed or empty input, an input that cannot be opened).\n";
+
+/* What every command's options fill in.  */
+struct options {
+	const char *command;     /* "flamegraph", ...; NULL before one */
+	const char *output;      /* NULL: standard output */
+	const char *format;      /* NULL: not given */
+	const char *title;
+	unsigned width;          /* 0: the writer's default */
+	double minwidth;         /* < 0: the writer's default */
+	bool inverted;
+	const char *colors;
+	bool normalize;
+	long top;
+	const char *inputs[2];
+	size_t ninputs;
+	char comment[1024];      /* the command line, for the SVG header */
+};
+
+static void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void message(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("cprof: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static const char *help_command; /* for "see cprof COMMAND --help" */
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("cprof: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	if (help_command)
+		fprintf(stderr, " (see cprof %s --help)\n", help_command);
+	else
+		fputs(" (see cprof --help)\n", stderr);
+	va_end(ap);
+	exit(EXIT_USAGE);
+}
+
+static long parse_long(const char *text, const char *what, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < lo || v > hi)
+		die_usage("invalid %s '%s': expected a whole number from %ld to %ld",
+			  what, text, lo, hi);
+	return v;
+}
+
+static bool ends_with(const char *text, const char *suffix)
+{
+	size_t n = strlen(text), m = strlen(suffix);
+	return n > m && strcasecmp(text + n - m, suffix) == 0;
+}
+
+/* The format an output path's name asks for, or NULL.  */
+static const char *format_of_path(const char *path)
+{
+	if (!path)
+		return NULL;
+	if (ends_with(path, ".svg"))
+		return "svg";
+	if (ends_with(path, ".folded"))
+		return "folded";
+	if (ends_with(path, ".pb.gz"))
+		return "pprof";
+	if (ends_with(path, ".speedscope.json"))
+		return "speedscope";
+	return NULL;
+}
+
+enum {
+	OPT_TITLE = 256, OPT_WIDTH, OPT_MINWIDTH, OPT_INVERTED, OPT_COLORS,
+	OPT_FORMAT, OPT_NORMALIZE, OPT_TOP,
+};
+
+#define OPTION_OUTPUT {"output", required_argument, NULL, 'o'}
+#define OPTION_HELP {"help", no_argument, NULL, 'h'}
+#define OPTION_FORMAT {"format", required_argument, NULL, OPT_FORMAT}
+#define OPTIONS_SVG                                                        \
+	{"title", required_argument, NULL, OPT_TITLE},                     \
+	{"width", required_argument, NULL, OPT_WIDTH},                     \
+	{"minwidth", required_argument, NULL, OPT_MINWIDTH},               \
+	{"inverted", no_argument, NULL, OPT_INVERTED}
+
+static const struct option flamegraph_options[] = {
+	OPTIONS_SVG,
+	{"colors", required_argument, NULL, OPT_COLORS},
+	OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
+};
+static const struct option diff_options[] = {
+	OPTIONS_SVG, OPTION_FORMAT,
+	{"normalize", no_argument, NULL, OPT_NORMALIZE},
+	OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
+};
+static const struct option convert_options[] = {
+	OPTION_FORMAT, OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
+};
+static const struct option report_options[] = {
+	{"top", required_argument, NULL, OPT_TOP},
+	OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
+};
+
+struct command {
+	const char *name;
+	const char *usage;
+	const struct option *options;
+	size_t ninputs;          /* positional arguments it takes */
+	const char *inputs_name; /* for "missing ..." */
+	int (*run)(struct options *o);
+};
+
+static void print_help(const char *usage)
+{
+	fputs(usage, stdout);
+	fputs(common_usage, stdout);
+	exit(EXIT_OK);
+}
+
+/* The name used in messages for input PATH.  */
+static const char *input_name(const char *path)
+{
+	return strcmp(path, "-") == 0 ? "<stdin>" : path;
+}
+
+static void parse_command_options(int argc, char **argv,
+				  const struct command *cmd, struct options *o)
+{
+	o->minwidth = -1;
+	o->top = 10;
+	opterr = 0;
+	optind = 1;
+	int c;
+	/* Options may come after the arguments (GNU permutation); "-" is an
+	 * argument (standard input), "--" ends the options.  */
+	while ((c = getopt_long(argc, argv, ":o:h", cmd->options, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'h':
+			print_help(cmd->usage);
+			break;
+		case OPT_TITLE:
+			o->title = optarg;
+			break;
+		case OPT_WIDTH:
+			o->width = (unsigned)parse_long(optarg, "width", 10,
+							1000000);
+			break;
+		case OPT_MINWIDTH: {
+			char *end;
+			errno = 0;
+			double d = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(d) ||
+			    d < 0)
+				die_usage("invalid minimum width '%s': expected a number of pixels, 0 or more",
+					  optarg);
+			o->minwidth = d;
+			break;
+		}
+		case OPT_INVERTED:
+			o->inverted = true;
+			break;
+		case OPT_COLORS:
+			o->colors = optarg;
+			break;
+		case OPT_FORMAT:
+			o->format = optarg;
+			break;
+		case OPT_NORMALIZE:
+			o->normalize = true;
+			break;
+		case OPT_TOP:
+			o->top = parse_long(optarg, "--top", 0, INT_MAX);
+			break;
+		case ':':
+			die_usage("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt > 0 && optopt < 256)
+				die_usage("unknown option '-%c' for cprof %s",
+					  optopt, cmd->name);
+			die_usage("unknown option '%s' for cprof %s",
+				  argv[optind - 1], cmd->name);
+		}
+	}
+	for (int i = optind; i < argc; i++) {
+		if ((size_t)(i - optind) >= cmd->ninputs)
+			die_usage("unexpected argument '%s'", argv[i]);
+		o->inputs[o->ninputs++] = argv[i];
+	}
+	if (o->ninputs < cmd->ninputs)
+		die_usage("missing %s", cmd->inputs_name);
+	if (o->ninputs == 2 && strcmp(o->inputs[0], "-") == 0 &&
+	    strcmp(o->inputs[1], "-") == 0)
+		die_usage("only one input can be standard input (-)");
+}
+
+/* Read IN into *PROFILE.  Returns an exit code (the message is printed). */
+static int load(const char *path, struct cp_profile **profile)
+{
+	FILE *stream = stdin;
+	if (strcmp(path, "-") != 0) {
+		stream = fopen(path, "re");
+		if (!stream) {
+			message("cannot open %s: %s", path, strerror(errno));
+			return EXIT_USAGE;
+		}
+		struct stat st;
+		if (fstat(fileno(stream), &st) == 0 && S_ISDIR(st.st_mode)) {
+			message("%s is a directory, not a file of folded stacks",
+				path);
+			fclose(stream);
+			return EXIT_USAGE;
+		}
+	}
+	char error[512];
+	int rc = cp_read_folded(stream, input_name(path), profile, error,
+				sizeof(error));
+	if (stream != stdin)
+		fclose(stream);
+	if (rc == 0)
+		return EXIT_OK;
+	message("%s", error[0] ? error : cp_strerror(rc));
+	return rc == -CP_E_PARSE ? EXIT_USAGE : EXIT_RUNTIME;
+}
+
+/* Report a writer's failure RC on OUT; returns the exit code.  */
+static int write_failed(int rc, const char *path, const struct options *o)
+{
+	const char *where = strcmp(path, "-") == 0 ? "standard output" : path;
+	if (rc == -CP_E_INVAL && o->colors) {
+		message("unknown color palette '%s' (see cprof flamegraph --help)",
+			o->colors);
+		return EXIT_USAGE;
+	}
+	if (rc == -CP_E_SYS)
+		message("cannot write %s: %s", where, strerror(errno));
+	else
+		message("cannot write %s: %s", where, cp_strerror(rc));
+	return EXIT_RUNTIME;
+}
+
+/* Open the output, or print why not.  */
+static int open_output(const struct options *o, struct cp_output **out)
+{
+	if (cp_output_open(o->output, out) == 0)
+		return EXIT_OK;
+	message("cannot create output file %s: %s", o->output,
+		strerror(errno));
+	return EXIT_RUNTIME;
+}
+
+/* Commit OUT after a writer returned RC.  Returns the exit code.  */
+static int finish_output(struct cp_output *out, int rc,
+			 const struct options *o)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", cp_output_path(out));
+	if (rc < 0) {
+		cp_output_abort(out);
+		return write_failed(rc, path, o);
+	}
+	rc = cp_output_commit(out);
+	if (rc < 0)
+		return write_failed(rc, path, o);
+	return EXIT_OK;
+}
+
+static struct cp_svg_options svg_options(const struct options *o,
+					 const struct cp_profile *profile)
+{
+	return (struct cp_svg_options){
+		.title = o->title,
+		.width = o->width,
+		.minwidth = o->minwidth,
+		.inverted = o->inverted,
+		.colors = o->colors,
+		.unit = cp_profile_meta_const(profile)->unit,
+		.comment = o->comment,
+	};
+}
+
+/* ------------------------------------------------------------ flamegraph */
+
+static int run_flamegraph(struct options *o)
+{
+	struct cp_output *out = NULL;
+	struct cp_profile *profile = NULL;
+	int code = open_output(o, &out);
+	if (code == EXIT_OK)
+		code = load(o->inputs[0], &profile);
+	if (code != EXIT_OK) {
+		cp_output_abort(out);
+		return code;
+	}
+	struct cp_svg_options so = svg_options(o, profile);
+	int rc = cp_write_svg(profile, &so, cp_output_stream(out));
+	code = finish_output(out, rc, o);
+	cp_profile_free(profile);
+	return code;
+}
+
+/* ------------------------------------------------------------------ diff */
+
+/* One line of folded text: the stack (not NUL-terminated) and count.  */
+struct folded_line {
+	const char *stack;
+	size_t len;
+	uint64_t count;
+};
+
+/* Render PROFILE as folded text into *TEXT and split it into lines (which
+ * point into *TEXT), sorted by stack as cp_write_folded sorts them.  */
+static int folded_lines(const struct cp_profile *profile, char **text,
+			struct folded_line **lines, size_t *n)
+{
+	size_t size = 0;
+	FILE *mem = open_memstream(text, &size);
+	if (!mem)
+		return -CP_E_NOMEM;
+	int rc = cp_write_folded(profile, NULL, mem);
+	if (fclose(mem) != 0 && rc == 0)
+		rc = -CP_E_NOMEM;
+	if (rc < 0)
+		return rc;
+	size_t count = 0, cap = 0;
+	*lines = NULL;
+	for (char *p = *text; *p;) {
+		char *eol = strchr(p, '\n');
+		if (!eol)
+			eol = p + strlen(p);
+		char *space = eol;
+		while (space > p && space[-1] != ' ')
+			space--;
+		if (count == cap) {
+			cap = cap ? 2 * cap : 256;
+			struct folded_line *grown =
+				realloc(*lines, cap * sizeof(*grown));
+			if (!grown)
+				return -CP_E_NOMEM;
+			*lines = grown;
+		}
+		(*lines)[count++] = (struct folded_line){
+			.stack = p,
+			.len = space > p ? (size_t)(space - 1 - p) : 0,
+			.count = strtoull(space, NULL, 10),
+		};
+		p = *eol ? eol + 1 : eol;
+	}
+	*n = count;
+	return 0;
+}
+
+static int compare_stacks(const struct folded_line *a,
+			  const struct folded_line *b)
+{
+	size_t n = a->len < b->len ? a->len : b->len;
+	int c = memcmp(a->stack, b->stack, n);
+	if (c)
+		return c;
+	return (a->len > b->len) - (a->len < b->len);
+}
+
+/* "stack BEFORE AFTER" for every stack of either profile, sorted by stack
+ * text; with NORMALIZE the BEFORE counts scaled to AFTER's total, rounded
+ * half up.  */
+static int write_diff_folded(const struct cp_profile *before,
+			     const struct cp_profile *after, bool normalize,
+			     FILE *stream)
+{
+	char *text[2] = {NULL, NULL};
+	struct folded_line *lines[2] = {NULL, NULL};
+	size_t n[2] = {0, 0};
+	int rc = folded_lines(before, &text[0], &lines[0], &n[0]);
+	if (rc == 0)
+		rc = folded_lines(after, &text[1], &lines[1], &n[1]);
+	uint64_t total_before = cp_profile_total(before);
+	uint64_t total_after = cp_profile_total(after);
+	/* Both lists are in strcmp order, which for text without NULs is
+	 * byte order: merge them.  */
+	for (size_t i = 0, j = 0; rc == 0 && (i < n[0] || j < n[1]);) {
+		int c = i == n[0] ? 1
+			: j == n[1] ? -1
+				    : compare_stacks(&lines[0][i], &lines[1][j]);
+		const struct folded_line *line = c <= 0 ? &lines[0][i]
+							: &lines[1][j];
+		uint64_t b = c <= 0 ? lines[0][i].count : 0;
+		uint64_t a = c >= 0 ? lines[1][j].count : 0;
+		if (normalize && total_before > 0) {
+			unsigned __int128 scaled =
+				((unsigned __int128)b * total_after * 2 +
+				 total_before) /
+				((unsigned __int128)total_before * 2);
+			b = scaled > UINT64_MAX ? UINT64_MAX : (uint64_t)scaled;
+		}
+		if (fprintf(stream, "%.*s %" PRIu64 " %" PRIu64 "\n",
+			    (int)line->len, line->stack, b, a) < 0)
+			rc = -CP_E_SYS;
+		if (c <= 0)
+			i++;
+		if (c >= 0)
+			j++;
+	}
+	free(text[0]);
+	free(text[1]);
+	free(lines[0]);
+	free(lines[1]);
+	return rc;
+}
+
+static int run_diff(struct options *o)
+{
+	if (!o->format)
+		o->format = o->output && ends_with(o->output, ".folded")
+				    ? "folded" : "svg";
+	bool folded = strcmp(o->format, "folded") == 0;
+	if (!folded && strcmp(o->format, "svg") != 0)
+		die_usage("unknown format '%s' for diff: svg or folded",
+			  o->format);
+
+	struct cp_output *out = NULL;
+	struct cp_profile *before = NULL, *after = NULL;
+	int code = open_output(o, &out);
+	if (code == EXIT_OK)
+		code = load(o->inputs[0], &before);
+	if (code == EXIT_OK)
+		code = load(o->inputs[1], &after);
+	if (code != EXIT_OK) {
+		cp_output_abort(out);
+		cp_profile_free(before);
+		return code;
+	}
+	int rc;
+	if (folded) {
+		rc = write_diff_folded(before, after, o->normalize,
+				       cp_output_stream(out));
+	} else {
+		struct cp_svg_options so = svg_options(o, after);
+		if (!so.title)
+			so.title = o->inverted ? "Differential Icicle Graph"
+					       : "Differential Flame Graph";
+		so.before = before;
+		so.normalize = o->normalize;
+		rc = cp_write_svg(after, &so, cp_output_stream(out));
+	}
+	code = finish_output(out, rc, o);
+	cp_profile_free(before);
+	cp_profile_free(after);
+	return code;
+}
+
+/* --------------------------------------------------------------- convert */
+
+static int run_convert(struct options *o)
+{
+	if (!o->format) {
+		o->format = format_of_path(o->output);
+		if (!o->format && o->output)
+			die_usage("cannot tell the output format from the name '%s': give --format folded, svg, pprof or speedscope",
+				  o->output);
+		if (!o->format)
+			die_usage("missing --format (folded, svg, pprof or speedscope)");
+	}
+	const char *f = o->format;
+	if (strcmp(f, "folded") != 0 && strcmp(f, "svg") != 0 &&
+	    strcmp(f, "pprof") != 0 && strcmp(f, "speedscope") != 0)
+		die_usage("unknown format '%s': folded, svg, pprof or speedscope",
+			  f);
+	/* gzip does the same: compressed bytes on a terminal help nobody.  */
+	if (strcmp(f, "pprof") == 0 &&
+	    (!o->output || strcmp(o->output, "-") == 0) &&
+	    isatty(STDOUT_FILENO))
+		die_usage("will not write compressed pprof data to a terminal: give -o FILE.pb.gz or redirect standard output");
+
+	struct cp_output *out = NULL;
+	struct cp_profile *profile = NULL;
+	int code = open_output(o, &out);
+	if (code == EXIT_OK)
+		code = load(o->inputs[0], &profile);
+	if (code != EXIT_OK) {
+		cp_output_abort(out);
+		return code;
+	}
+	FILE *stream = cp_output_stream(out);
+	int rc;
+	if (strcmp(f, "folded") == 0) {
+		rc = cp_write_folded(profile, NULL, stream);
+	} else if (strcmp(f, "svg") == 0) {
+		struct cp_svg_options so = svg_options(o, profile);
+		rc = cp_write_svg(profile, &so, stream);
+	} else if (strcmp(f, "pprof") == 0) {
+		rc = cp_write_pprof(profile, stream);
+	} else {
+		const char *in = o->inputs[0];
+		const char *base = strrchr(in, '/');
+		rc = cp_write_speedscope(profile,
+					 strcmp(in, "-") == 0 ? "stdin"
+					 : base		      ? base + 1
+							      : in,
+					 stream);
+	}
+	code = finish_output(out, rc, o);
+	cp_profile_free(profile);
+	return code;
+}
+
+/* ---------------------------------------------------------------- report */
+
+struct function_stat {
+	uint32_t function; /* string id */
+	uint64_t self;     /* samples with it as the leaf */
+	uint64_t total;    /* samples with it anywhere on the stack */
+	const char *name;
+};
+
+static int by_self(const void *a, const void *b)
+{
+	const struct function_stat *x = a, *y = b;
+	if (x->self != y->self)
+		return x->self < y->self ? 1 : -1;
+	if (x->total != y->total)
+		return x->total < y->total ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+static int by_total(const void *a, const void *b)
+{
+	const struct function_stat *x = a, *y = b;
+	if (x->total != y->total)
+		return x->total < y->total ? 1 : -1;
+	if (x->self != y->self)
+		return x->self < y->self ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+static int digits(uint64_t v)
+{
+	int n = 1;
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+static void print_table(FILE *stream, const struct function_stat *stats,
+			size_t shown, size_t nfunctions, bool self_first,
+			uint64_t total, const char *unit)
+{
+	int w = digits(total);
+	if (w < 5)
+		w = 5;
+	fprintf(stream, "Top %zu of %zu functions by %s %s:\n", shown,
+		nfunctions, self_first ? "self" : "total", unit);
+	fprintf(stream, "%*s %7s  %*s %7s  %s\n", w,
+		self_first ? "self" : "total", self_first ? "self%" : "total%",
+		w, self_first ? "total" : "self", self_first ? "total%" : "self%",
+		"function");
+	for (size_t i = 0; i < shown; i++) {
+		const struct function_stat *s = &stats[i];
+		uint64_t first = self_first ? s->self : s->total;
+		uint64_t second = self_first ? s->total : s->self;
+		fprintf(stream, "%*" PRIu64 " %6.2f%%  %*" PRIu64 " %6.2f%%  %s\n",
+			w, first, 100.0 * (double)first / (double)total, w,
+			second, 100.0 * (double)second / (double)total,
+			s->name);
+	}
+}
+
+/* The report of PROFILE (read from NAME) on STREAM.  */
+static int write_report(const struct cp_profile *profile, const char *name,
+			long top, FILE *stream)
+{
+	/* Function string ids are below the largest one any line uses.  */
+	uint32_t nlocs = cp_profile_location_count(profile);
+	uint32_t max_fn = 0;
+	for (uint32_t i = 0; i < nlocs; i++) {
+		const struct cp_location *loc = cp_profile_location(profile, i);
+		for (uint32_t j = 0; j < loc->nlines; j++)
+			if (loc->lines[j].function > max_fn)
+				max_fn = loc->lines[j].function;
+	}
+	size_t nfn = (size_t)max_fn + 1;
+	struct function_stat *by_id = calloc(nfn, sizeof(*by_id));
+	/* The last sample that counted each function in its total, + 1: a
+	 * recursive function counts once per stack.  */
+	size_t *counted = calloc(nfn, sizeof(*counted));
+	struct function_stat *stats = NULL;
+	int rc = -CP_E_NOMEM;
+	if (!by_id || !counted)
+		goto out;
+
+	size_t nsamples;
+	const struct cp_sample *samples = cp_profile_samples(profile, &nsamples);
+	for (size_t i = 0; i < nsamples; i++) {
+		size_t depth;
+		const uint32_t *locs =
+			cp_profile_stack(profile, samples[i].stack, &depth);
+		bool leaf = true;
+		for (size_t k = 0; k < depth; k++) {
+			const struct cp_location *loc =
+				cp_profile_location(profile, locs[k]);
+			for (uint32_t j = 0; loc && j < loc->nlines; j++) {
+				uint32_t fn = loc->lines[j].function;
+				if (leaf)
+					by_id[fn].self += samples[i].count;
+				leaf = false;
+				if (counted[fn] != i + 1) {
+					counted[fn] = i + 1;
+					by_id[fn].total += samples[i].count;
+				}
+			}
+		}
+	}
+	size_t nfunctions = 0;
+	for (size_t fn = 0; fn < nfn; fn++)
+		nfunctions += by_id[fn].total > 0;
+	stats = malloc((nfunctions ? nfunctions : 1) * sizeof(*stats));
+	if (!stats)
+		goto out;
+	nfunctions = 0;
+	for (size_t fn = 0; fn < nfn; fn++) {
+		if (by_id[fn].total == 0)
+			continue;
+		stats[nfunctions] = by_id[fn];
+		stats[nfunctions].function = (uint32_t)fn;
+		stats[nfunctions].name =
+			cp_profile_string(profile, (uint32_t)fn);
+		nfunctions++;
+	}
+
+	uint64_t total = cp_profile_total(profile);
+	const char *unit = cp_profile_meta_const(profile)->unit;
+	size_t shown = top == 0 || (size_t)top > nfunctions ? nfunctions
+							     : (size_t)top;
+	fprintf(stream, "%s: %" PRIu64 " %s, %zu stacks, %zu functions\n\n",
+		name, total, unit, nsamples, nfunctions);
+	qsort(stats, nfunctions, sizeof(*stats), by_self);
+	print_table(stream, stats, shown, nfunctions, true, total, unit);
+	fputc('\n', stream);
+	qsort(stats, nfunctions, sizeof(*stats), by_total);
+	print_table(stream, stats, shown, nfunctions, false, total, unit);
+	rc = ferror(stream) ? -CP_E_SYS : 0;
+out:
+	free(by_id);
+	free(counted);
+	free(stats);
+	return rc;
+}
+
+static int run_report(struct options *o)
+{
+	struct cp_output *out = NULL;
+	struct cp_profile *profile = NULL;
+	int code = open_output(o, &out);
+	if (code == EXIT_OK)
+		code = load(o->inputs[0], &profile);
+	if (code != EXIT_OK) {
+		cp_output_abort(out);
+		return code;
+	}
+	int rc = write_report(profile, input_name(o->inputs[0]), o->top,
+			      cp_output_stream(out));
+	code = finish_output(out, rc, o);
+	cp_profile_free(profile);
+	return code;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static const struct command commands[] = {
+	{"flamegraph", flamegraph_usage, flamegraph_options, 1, "IN",
+	 run_flamegraph},
+	{"diff", diff_usage, diff_options, 2, "BEFORE or AFTER", run_diff},
+	{"convert", convert_usage, convert_options, 1, "IN", run_convert},
+	{"report", report_usage, report_options, 1, "IN", run_report},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void print_main_help(void)
+{
+	fputs(main_usage, stdout);
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		fputs(commands[i].usage, stdout);
+		fputc('\n', stdout);
+	}
+	fputs(common_usage + 1, stdout);
+	exit(EXIT_OK);
+}
+
+/* The command line, for the header of an SVG.  */
+static void join_arguments(int argc, char **argv, char *buf, size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < argc && used + 1 < size; i++) {
+		int n = snprintf(buf + used, size - used, "%s%s",
+				 i ? " " : "", i ? argv[i] : "cprof");
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {0};
+	if (argc < 2)
+		die_usage("missing command: flamegraph, diff, convert or report");
+	const char *name = argv[1];
+	if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0)
+		print_main_help();
+	if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0) {
+		printf("cprof %s\n", CP_VERSION);
+		return EXIT_OK;
+	}
+	if (name[0] == '-')
+		die_usage("unknown option '%s': a command comes first (flamegraph, diff, convert or report)",
+			  name);
+	const struct command *cmd = NULL;
+	for (size_t i = 0; i < NCOMMANDS && !cmd; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			cmd = &commands[i];
+	if (!cmd)
+		die_usage("unknown command '%s': flamegraph, diff, convert or report",
+			  name);
+	help_command = cmd->name;
+	o.command = cmd->name;
+	join_arguments(argc, argv, o.comment, sizeof(o.comment));
+	/* The command's own arguments start at argv[1] for getopt.  */
+	parse_command_options(argc - 1, argv + 1, cmd, &o);
+	return cmd->run(&o);
+}
