@@ -8,6 +8,7 @@ packages=(
 	libunwind-dev libelf-dev libdw-dev   # unwinding and symbols
 	libiberty-dev                  # C++ and Rust demangling
 	libprotobuf-c-dev protobuf-c-compiler zlib1g-dev   # pprof output
+	golang-go python3              # tests: go tool pprof reads our files; JSON checks
 	debuginfod libc6-dbg           # symbol tests: a real debuginfod, libc's debug info
 	check                          # unit and end-to-end tests
 	linux-perf elfutils time       # reference tools for make bench
