@@ -113,6 +113,27 @@ static bool render(const struct cp_profile *p, const struct cp_sample *sample,
 	return true;
 }
 
+ssize_t cp_render_stack(const struct cp_profile *p, uint32_t stack,
+			const struct cp_folded_options *options, char **buf,
+			size_t *cap)
+{
+	static const struct cp_folded_options defaults;
+	struct cp_folded_options o = options ? *options : defaults;
+	o.threads = false;
+	struct cp_sample sample = {.tid = 0, .stack = stack, .count = 1};
+	struct text t = {*buf, 0, *cap};
+	bool ok = render(p, &sample, &o, &t);
+	*buf = t.data;
+	*cap = t.cap;
+	if (!ok)
+		return -CP_E_NOMEM;
+	if (!t.data && !text_put(&t, "", 0))
+		return -CP_E_NOMEM;
+	*buf = t.data;
+	*cap = t.cap;
+	return (ssize_t)t.len;
+}
+
 struct line_count {
 	uint32_t text; /* string id in the scratch profile */
 	uint64_t count;

@@ -95,6 +95,11 @@ struct run {
 	struct cp_snapshot *snaps;   /* stops served, not yet unwound */
 	size_t nsnaps, snaps_cap;
 	int error;                   /* from on_stop */
+	uint64_t *snap_times;        /* when each snapshot was taken */
+	uint64_t start;              /* CLOCK_MONOTONIC ns of the start */
+	/* samples waiting for their frames' names (on_sample) */
+	struct streamed { uint64_t t_ns; pid_t tid; uint32_t stack; } *stream;
+	size_t nstream, stream_cap;
 	struct owed { pid_t tid; uint32_t ticks; } *owed;
 	size_t nowed;
 	uint64_t *pcs;
@@ -124,7 +129,48 @@ static uint32_t *owed_slot(struct run *r, pid_t tid, bool create)
 	return &r->owed[r->nowed++].ticks;
 }
 
-static int record(struct run *r, pid_t tid, size_t npcs)
+/* Hand the streamed samples whose stacks are fully named to the caller,
+ * oldest first; with ALL, every one (after the resolver finished).  */
+static void flush_stream(struct run *r, bool all)
+{
+	size_t done = 0;
+	for (; done < r->nstream; done++) {
+		struct streamed *sm = &r->stream[done];
+		if (!all) {
+			size_t n;
+			const uint32_t *locs =
+				cp_profile_stack(r->profile, sm->stack, &n);
+			bool named = true;
+			for (size_t i = 0; i < n && named; i++)
+				named = cp_profile_location(r->profile, locs[i])
+						->nlines > 0;
+			if (!named)
+				break;
+		}
+		r->o->on_sample(r->o->on_sample_arg, sm->t_ns, sm->tid,
+				sm->stack);
+	}
+	memmove(r->stream, r->stream + done,
+		(r->nstream - done) * sizeof(*r->stream));
+	r->nstream -= done;
+}
+
+static int stream_sample(struct run *r, uint64_t t_ns, pid_t tid,
+			 uint32_t stack)
+{
+	if (r->nstream == r->stream_cap) {
+		size_t cap = r->stream_cap ? r->stream_cap * 2 : 256;
+		struct streamed *grown = realloc(r->stream, cap * sizeof(*grown));
+		if (!grown)
+			return -CP_E_NOMEM;
+		r->stream = grown;
+		r->stream_cap = cap;
+	}
+	r->stream[r->nstream++] = (struct streamed){t_ns, tid, stack};
+	return 0;
+}
+
+static int record(struct run *r, pid_t tid, uint64_t t_ns, size_t npcs)
 {
 	uint32_t *owed = owed_slot(r, tid, false);
 	uint64_t count = 1 + (owed ? *owed : 0);
@@ -139,6 +185,8 @@ static int record(struct run *r, pid_t tid, size_t npcs)
 	if (stack == UINT32_MAX)
 		return -CP_E_NOMEM;
 	r->stats->samples += count;
+	if (r->o->on_sample && stream_sample(r, t_ns, tid, stack) < 0)
+		return -CP_E_NOMEM;
 	return cp_profile_add(r->profile, tid, stack, count);
 }
 
@@ -151,7 +199,8 @@ static void name_thread(struct run *r, pid_t tid)
 }
 
 /* Unwind a snapshot taken this tick and add it to the profile.  */
-static int unwind_and_record(struct run *r, const struct cp_snapshot *snap)
+static int unwind_and_record(struct run *r, const struct cp_snapshot *snap,
+			     uint64_t t_ns)
 {
 	cp_target_learn_stack(r->target, snap->tid, snap->regs.rsp);
 	size_t npcs = cp_unwinder_unwind(r->unwinder, snap, r->pcs,
@@ -162,7 +211,7 @@ static int unwind_and_record(struct run *r, const struct cp_snapshot *snap)
 	}
 	if (!cp_profile_thread_name(r->profile, snap->tid))
 		name_thread(r, snap->tid);
-	return record(r, snap->tid, npcs);
+	return record(r, snap->tid, t_ns, npcs);
 }
 
 /* A thread is held in the stop we asked for: copy what the unwinder
@@ -186,23 +235,31 @@ static void on_stop(void *arg, pid_t tid)
 		}
 		if (!cp_profile_thread_name(r->profile, tid))
 			name_thread(r, tid);
-		if (record(r, tid, npcs) < 0)
+		if (record(r, tid, held - r->start, npcs) < 0)
 			r->error = -CP_E_NOMEM;
 		return;
 	}
 	if (r->nsnaps == r->snaps_cap) {
 		size_t cap = r->snaps_cap ? r->snaps_cap * 2 : 8;
 		struct cp_snapshot *grown = realloc(r->snaps, cap * sizeof(*grown));
-		if (!grown) {
+		uint64_t *times = grown ? realloc(r->snap_times,
+						  cap * sizeof(*times))
+					: NULL;
+		if (grown) {
+			memset(grown + r->snaps_cap, 0,
+			       (cap - r->snaps_cap) * sizeof(*grown));
+			r->snaps = grown;
+		}
+		if (times)
+			r->snap_times = times;
+		if (!grown || !times) {
 			cp_target_resume(r->target, tid);
 			r->error = -CP_E_NOMEM;
 			return;
 		}
-		memset(grown + r->snaps_cap, 0,
-		       (cap - r->snaps_cap) * sizeof(*grown));
-		r->snaps = grown;
 		r->snaps_cap = cap;
 	}
+	r->snap_times[r->nsnaps] = held - r->start;
 	int rc = cp_target_snapshot(r->target, tid, &r->snaps[r->nsnaps]);
 	cp_target_resume(r->target, tid);
 	cp_hist_add(&r->stats->stopped, now_ns() - held);
@@ -218,12 +275,14 @@ static int serve(struct run *r, unsigned spin_us)
 {
 	cp_target_serve(r->target, spin_us, on_stop, r);
 	for (size_t i = 0; i < r->nsnaps; i++) {
-		int rc = unwind_and_record(r, &r->snaps[i]);
+		int rc = unwind_and_record(r, &r->snaps[i], r->snap_times[i]);
 		if (rc < 0)
 			return rc;
 	}
 	r->nsnaps = 0;
 	cp_resolver_collect(r->resolver);
+	if (r->o->on_sample)
+		flush_stream(r, false);
 	return r->error;
 }
 
@@ -333,6 +392,7 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 	 * are missed ticks, skipped rather than made up in a burst.  */
 	const uint64_t period = 1000000000ull / (o->frequency ? o->frequency : 1);
 	const uint64_t start = now_ns();
+	r.start = start;
 	const uint64_t end =
 		o->duration > 0 ? start + (uint64_t)(o->duration * 1e9) : 0;
 	uint64_t next_progress = start + 250000000ull;
@@ -432,6 +492,10 @@ out:
 	sigprocmask(SIG_SETMASK, &saved, NULL);
 out_free:
 	cp_resolver_finish(r.resolver);
+	if (o->on_sample)
+		flush_stream(&r, true);
+	free(r.stream);
+	free(r.snap_times);
 	for (size_t i = 0; i < r.snaps_cap; i++)
 		free(r.snaps[i].stack);
 	free(r.snaps);

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "cprof/profile.h"
 
@@ -44,6 +45,14 @@ struct cp_folded_options {
  * -CP_E_NOMEM or -CP_E_SYS.  */
 int cp_write_folded(const struct cp_profile *profile,
 		    const struct cp_folded_options *options, FILE *stream);
+
+/* Render stack STACK of PROFILE as folded text (root first, frames
+ * joined by ';', as cp_write_folded writes them, without the thread
+ * frame) into *BUF, which is grown with realloc (*CAP its size; both may
+ * start NULL/0).  Returns the length, or -CP_E_NOMEM.  */
+ssize_t cp_render_stack(const struct cp_profile *profile, uint32_t stack,
+			const struct cp_folded_options *options, char **buf,
+			size_t *cap);
 
 /* ------------------------------------------------------------- svg */
 

@@ -35,6 +35,12 @@ struct cp_sampler_options {
 	/* Called about four times a second, for a progress line.  */
 	void (*progress)(void *arg, const struct cp_sampler_stats *stats);
 	void *progress_arg;
+	/* Called for every sample in time order, once the frames of its
+	 * stack are named (symbolization runs on its own thread, so a sample
+	 * waits a little), for streaming writers (--format raw, trace).
+	 * T_NS: when the thread was stopped, in ns since the first tick.  */
+	void (*on_sample)(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack);
+	void *on_sample_arg;
 };
 
 /* A log-linear histogram of durations in nanoseconds (about 3 %

@@ -40,7 +40,8 @@ static const char usage_text[] =
 	"                           until Ctrl-C or the target exits\n"
 	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
 	"  -o, --output FILE        where to write the profile (default: standard output)\n"
-	"      --format FORMAT      folded (default), svg, pprof or speedscope; left out,\n"
+	"      --format FORMAT      folded (default), raw (every sample, timestamped, as\n"
+	"                           taken), svg, pprof or speedscope; left out,\n"
 	"                           taken from -o: .folded .svg .pb.gz .speedscope.json;\n"
 	"                           with --dump: text (default) or json\n"
 	"      --wall               also sample threads that are sleeping or blocked\n"
@@ -284,10 +285,11 @@ static void parse_options(int argc, char **argv, struct options *o)
 		if (!o->format)
 			o->format = format_from_path(o->output);
 		if (strcmp(o->format, "folded") != 0 &&
+		    strcmp(o->format, "raw") != 0 &&
 		    strcmp(o->format, "svg") != 0 &&
 		    strcmp(o->format, "pprof") != 0 &&
 		    strcmp(o->format, "speedscope") != 0)
-			die_usage("unknown format '%s': folded, svg, pprof or speedscope",
+			die_usage("unknown format '%s': folded, raw, svg, pprof or speedscope",
 				  o->format);
 		if (strcmp(o->format, "pprof") == 0 && !o->output &&
 		    isatty(STDOUT_FILENO))
@@ -526,6 +528,43 @@ static int write_profile(const struct options *o, struct cp_profile *profile,
 	return cp_write_svg(profile, &so, stream);
 }
 
+/* --format raw: every sample as "SECONDS TID FRAME;FRAME;..." in time
+ * order, written as it is taken.  */
+struct raw_writer {
+	FILE *stream;
+	const struct cp_profile *profile;
+	struct cp_folded_options folded;
+	char *text;
+	size_t text_cap;
+	pid_t *named;          /* threads whose "# thread" line is out */
+	size_t nnamed;
+	int error;             /* first write error */
+};
+
+static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack)
+{
+	struct raw_writer *w = arg;
+	bool named = false;
+	for (size_t i = 0; i < w->nnamed && !named; i++)
+		named = w->named[i] == tid;
+	if (!named) {
+		pid_t *grown = realloc(w->named, (w->nnamed + 1) * sizeof(*grown));
+		if (grown) {
+			w->named = grown;
+			w->named[w->nnamed++] = tid;
+		}
+		const char *name = cp_profile_thread_name(w->profile, tid);
+		fprintf(w->stream, "# thread %d %s\n", (int)tid, name ? name : "");
+	}
+	ssize_t len = cp_render_stack(w->profile, stack, &w->folded, &w->text,
+				      &w->text_cap);
+	if (len < 0 ||
+	    fprintf(w->stream, "%" PRIu64 ".%06" PRIu64 " %d %s\n",
+		    t_ns / 1000000000u, t_ns / 1000u % 1000000u, (int)tid,
+		    w->text) < 0)
+		w->error = w->error ? w->error : errno ? errno : EIO;
+}
+
 static void warning(void *arg, const char *text)
 {
 	(void)arg;
@@ -670,6 +709,20 @@ int main(int argc, char **argv)
 	meta->frequency = o.frequency;
 	meta->pid = pid;
 	proc_cmdline(pid, meta->target, sizeof(meta->target));
+	struct raw_writer raw = {
+		.stream = cp_output_stream(out),
+		.profile = profile,
+		.folded = {.lines = o.lines, .no_inline = o.no_inline,
+			   .max_depth = o.max_depth},
+	};
+	if (strcmp(o.format, "raw") == 0) {
+		so.on_sample = raw_sample;
+		so.on_sample_arg = &raw;
+		fprintf(raw.stream,
+			"# cprof-attach raw samples: SECONDS TID FRAME;FRAME;... (root first)\n"
+			"# target %d %s\n# frequency %u\n",
+			(int)pid, meta->target, o.frequency);
+	}
 	struct timespec started;
 	clock_gettime(CLOCK_REALTIME, &started);
 	meta->time_nanos = (uint64_t)started.tv_sec * 1000000000u +
@@ -709,7 +762,16 @@ int main(int argc, char **argv)
 			lookups, hits, rereads);
 	}
 
-	rc = write_profile(&o, profile, argc, argv, cp_output_stream(out));
+	if (strcmp(o.format, "raw") == 0) {
+		/* Written as taken; only the outcome is left to check.  */
+		errno = raw.error;
+		rc = raw.error ? -CP_E_SYS : 0;
+	} else {
+		rc = write_profile(&o, profile, argc, argv,
+				   cp_output_stream(out));
+	}
+	free(raw.text);
+	free(raw.named);
 	if (rc < 0) {
 		message("cannot write the profile to %s: %s",
 			cp_output_path(out), strerror(errno));
