@@ -9,6 +9,9 @@ packages=(
 	libiberty-dev                  # C++ and Rust demangling
 	libprotobuf-c-dev protobuf-c-compiler zlib1g-dev   # pprof output
 	golang-go python3              # tests: go tool pprof reads our files; JSON checks
+	chromium fonts-dejavu-core     # tests: the SVG flame graph in a real browser
+	# Node.js >= 20 with npm comes with the machine image (NodeSource); the
+	# browser test installs playwright-core (pinned, no browser download).
 	debuginfod libc6-dbg           # symbol tests: a real debuginfod, libc's debug info
 	check                          # unit and end-to-end tests
 	linux-perf elfutils time       # reference tools for make bench
