@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -705,6 +706,13 @@ int main(int argc, char **argv)
 		.stop = &stop_requested,
 		.progress = !o.quiet && isatty(STDERR_FILENO) ? progress : NULL,
 	};
+	/* Ticks must not queue behind the target's busy threads, and a thread
+	 * we hold stopped must not wait for us to get a CPU back: when
+	 * allowed (root, CAP_SYS_NICE), the sampling thread runs at nice -10.
+	 * (Linux applies this to the calling thread; the symbolizer thread
+	 * lowers its own.)  */
+	if (setpriority(PRIO_PROCESS, 0, -10) == 0 && o.verbose)
+		message("sampling thread at nice -10");
 	struct cp_profile_meta *meta = cp_profile_meta(profile);
 	meta->frequency = o.frequency;
 	meta->pid = pid;
