@@ -944,6 +944,52 @@ START_TEST(test_output_file_atomic)
 END_TEST
 
 /* The summary goes to stderr, and -q silences it.  */
+/* --format trace on a real multi-threaded fixture: a JSON document that
+ * trace viewers load, with balanced B/E events per thread, timestamps that
+ * never decrease within a thread, thread names from M events, and the
+ * workers' chains among the frames.  Checked with python3's json module. */
+START_TEST(test_trace_real_fixture)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("threads", LONG_RUN,
+							 NULL));
+	char output[512];
+	snprintf(output, sizeof(output), "%s/trace.json", tu_temp_dir());
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--no-inline",
+					  "--format", "trace", "-d", "1", "-o",
+					  output, fixture->pid_text, NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 0, run, no_profile,
+		  "cprof-attach --format trace exited with %d",
+		  tu_run_exit_code(run));
+	char command[2048];
+	snprintf(command, sizeof(command),
+		 "python3 -c 'import json,sys\n"
+		 "d=json.load(open(sys.argv[1]))\n"
+		 "depth={}; last={}; names=set(); threads=set()\n"
+		 "for e in d[\"traceEvents\"]:\n"
+		 "  if e[\"ph\"]==\"M\" and e[\"name\"]==\"thread_name\": threads.add(e[\"args\"][\"name\"])\n"
+		 "  if e[\"ph\"] not in \"BE\": continue\n"
+		 "  t=e[\"tid\"]; assert e[\"ts\"]>=last.get(t,0), \"time went back\"; last[t]=e[\"ts\"]\n"
+		 "  depth[t]=depth.get(t,0)+(1 if e[\"ph\"]==\"B\" else -1); assert depth[t]>=0, \"E without B\"\n"
+		 "  names.add(e.get(\"name\",\"\"))\n"
+		 "assert all(v==0 for v in depth.values()), \"unbalanced\"\n"
+		 "for n in (\"path_a2\",\"path_b2\",\"path_c2\",\"path_d2\"): assert n in names, n\n"
+		 "assert \"worker-a\" in threads, threads\n"
+		 "print(\"ok\", len(depth))' %s 2>&1",
+		 output);
+	FILE *p = popen(command, "r");
+	ck_assert_ptr_nonnull(p);
+	char line[512] = "";
+	if (!fgets(line, sizeof(line), p))
+		line[0] = '\0';
+	int status = pclose(p);
+	ck_assert_msg(status == 0 && strncmp(line, "ok ", 3) == 0,
+		      "trace check failed: %s", line);
+	ck_assert_msg(atoi(line + 3) >= 4, "events for %d threads, expected >= 4",
+		      atoi(line + 3));
+	unlink(output);
+}
+END_TEST
+
 START_TEST(test_quiet)
 {
 	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
@@ -1509,6 +1555,7 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_error_output_no_process);
 	tcase_add_test(tcase, test_output_file_atomic);
 	tcase_add_test(tcase, test_quiet);
+	tcase_add_test(tcase, test_trace_real_fixture);
 
 	tcase = new_case(suite, "jobcontrol", 30);
 	tcase_add_loop_test(tcase, test_group_stop_survives, 0,

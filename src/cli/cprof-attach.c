@@ -24,6 +24,7 @@
 #include "cprof/sampler.h"
 #include "cprof/symbols.h"
 #include "cprof/target.h"
+#include "cprof/timeline.h"
 #include "cprof/unwinder.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -42,7 +43,9 @@ static const char usage_text[] =
 	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
 	"  -o, --output FILE        where to write the profile (default: standard output)\n"
 	"      --format FORMAT      folded (default), raw (every sample, timestamped, as\n"
-	"                           taken), svg, pprof or speedscope; left out,\n"
+	"                           taken), trace (Chrome trace events of function\n"
+	"                           start/end, for Perfetto), svg, pprof or speedscope;\n"
+	"                           left out,\n"
 	"                           taken from -o: .folded .svg .pb.gz .speedscope.json;\n"
 	"                           with --dump: text (default) or json\n"
 	"      --wall               also sample threads that are sleeping or blocked\n"
@@ -60,6 +63,8 @@ static const char usage_text[] =
 	"      --no-demangle        keep C++ and Rust names mangled\n"
 	"      --no-inline          fold inlined functions into their caller\n"
 	"      --lines              add the source position to each frame: func (file.c:123)\n"
+	"      --min-samples N      --format trace: a frame starts only once it was in N\n"
+	"                           consecutive samples of its thread (default 1)\n"
 	"  -q, --quiet              no progress line and no summary\n"
 	"  -v, --verbose            more detail on stderr\n"
 	"  -h, --help               show this help\n"
@@ -84,6 +89,7 @@ struct options {
 	const char **debuginfo_dirs;
 	size_t n_debuginfo_dirs;
 	bool no_debuginfod, no_demangle, no_inline, lines;
+	unsigned min_samples;
 	pid_t pid;
 	char **command;
 };
@@ -147,7 +153,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,
 	       OPT_UNWIND, OPT_DUMP, OPT_DEBUGINFO_DIR, OPT_NO_DEBUGINFOD,
-	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES };
+	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES, OPT_MIN_SAMPLES };
 	static const struct option longopts[] = {
 		{"duration", required_argument, NULL, 'd'},
 		{"frequency", required_argument, NULL, 'F'},
@@ -164,6 +170,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"no-demangle", no_argument, NULL, OPT_NO_DEMANGLE},
 		{"no-inline", no_argument, NULL, OPT_NO_INLINE},
 		{"lines", no_argument, NULL, OPT_LINES},
+		{"min-samples", required_argument, NULL, OPT_MIN_SAMPLES},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -226,6 +233,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case OPT_LINES:
 			o->lines = true;
 			break;
+		case OPT_MIN_SAMPLES:
+			o->min_samples = (unsigned)parse_long(
+				optarg, "minimum samples", 1, 1000000);
+			break;
 		case OPT_WALL:
 			o->wall = true;
 			break;
@@ -287,11 +298,14 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->format = format_from_path(o->output);
 		if (strcmp(o->format, "folded") != 0 &&
 		    strcmp(o->format, "raw") != 0 &&
+		    strcmp(o->format, "trace") != 0 &&
 		    strcmp(o->format, "svg") != 0 &&
 		    strcmp(o->format, "pprof") != 0 &&
 		    strcmp(o->format, "speedscope") != 0)
-			die_usage("unknown format '%s': folded, raw, svg, pprof or speedscope",
+			die_usage("unknown format '%s': folded, raw, trace, svg, pprof or speedscope",
 				  o->format);
+		if (o->min_samples > 1 && strcmp(o->format, "trace") != 0)
+			die_usage("--min-samples applies to --format trace");
 		if (strcmp(o->format, "pprof") == 0 && !o->output &&
 		    isatty(STDOUT_FILENO))
 			die_usage("pprof output is binary: give -o FILE.pb.gz");
@@ -540,7 +554,37 @@ struct raw_writer {
 	pid_t *named;          /* threads whose "# thread" line is out */
 	size_t nnamed;
 	int error;             /* first write error */
+	/* --format trace: samples go through the timeline engine instead */
+	struct cp_timeline *timeline;
+	const char **frames;
+	size_t frames_cap;
 };
+
+/* Feed one rendered stack (frames joined by ';', split in place) to the
+ * timeline.  */
+static int timeline_sample(struct raw_writer *w, uint64_t t_ns, pid_t tid)
+{
+	size_t n = 0;
+	for (char *p = w->text; *w->text;) {
+		if (n == w->frames_cap) {
+			size_t cap = w->frames_cap ? 2 * w->frames_cap : 64;
+			const char **grown =
+				realloc(w->frames, cap * sizeof(*grown));
+			if (!grown)
+				return -CP_E_NOMEM;
+			w->frames = grown;
+			w->frames_cap = cap;
+		}
+		w->frames[n++] = p;
+		char *semi = strchr(p, ';');
+		if (!semi)
+			break;
+		*semi = '\0';
+		p = semi + 1;
+	}
+	return cp_timeline_sample(w->timeline, NULL, (double)t_ns / 1e9, tid,
+				  w->frames, n);
+}
 
 static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack)
 {
@@ -555,10 +599,21 @@ static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack)
 			w->named[w->nnamed++] = tid;
 		}
 		const char *name = cp_profile_thread_name(w->profile, tid);
-		fprintf(w->stream, "# thread %d %s\n", (int)tid, name ? name : "");
+		if (w->timeline)
+			cp_timeline_thread_name(w->timeline, tid,
+						name ? name : "");
+		else
+			fprintf(w->stream, "# thread %d %s\n", (int)tid,
+				name ? name : "");
 	}
 	ssize_t len = cp_render_stack(w->profile, stack, &w->folded, &w->text,
 				      &w->text_cap);
+	if (w->timeline) {
+		int rc = len < 0 ? (int)len : timeline_sample(w, t_ns, tid);
+		if (rc < 0 && !w->error)
+			w->error = rc == -CP_E_SYS && errno ? errno : EIO;
+		return;
+	}
 	if (len < 0 ||
 	    fprintf(w->stream, "%" PRIu64 ".%06" PRIu64 " %d %s\n",
 		    t_ns / 1000000000u, t_ns / 1000u % 1000000u, (int)tid,
@@ -723,7 +778,20 @@ int main(int argc, char **argv)
 		.folded = {.lines = o.lines, .no_inline = o.no_inline,
 			   .max_depth = o.max_depth},
 	};
-	if (strcmp(o.format, "raw") == 0) {
+	if (strcmp(o.format, "trace") == 0) {
+		struct cp_timeline_options to = {
+			.format = CP_TIMELINE_TRACE,
+			.min_samples = o.min_samples,
+			.pid = pid,
+			.process_name = meta->target,
+		};
+		if (cp_timeline_new(&to, raw.stream, &raw.timeline) < 0) {
+			message("out of memory");
+			goto out;
+		}
+		so.on_sample = raw_sample;
+		so.on_sample_arg = &raw;
+	} else if (strcmp(o.format, "raw") == 0) {
 		so.on_sample = raw_sample;
 		so.on_sample_arg = &raw;
 		fprintf(raw.stream,
@@ -770,7 +838,13 @@ int main(int argc, char **argv)
 			lookups, hits, rereads);
 	}
 
-	if (strcmp(o.format, "raw") == 0) {
+	if (raw.timeline) {
+		/* Close the frames still open and end the document.  */
+		if (cp_timeline_finish(raw.timeline) < 0 && !raw.error)
+			raw.error = errno ? errno : EIO;
+		raw.timeline = NULL;
+	}
+	if (strcmp(o.format, "raw") == 0 || strcmp(o.format, "trace") == 0) {
 		/* Written as taken; only the outcome is left to check.  */
 		errno = raw.error;
 		rc = raw.error ? -CP_E_SYS : 0;
@@ -780,6 +854,7 @@ int main(int argc, char **argv)
 	}
 	free(raw.text);
 	free(raw.named);
+	free(raw.frames);
 	if (rc < 0) {
 		message("cannot write the profile to %s: %s",
 			cp_output_path(out), strerror(errno));

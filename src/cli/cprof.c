@@ -1,9 +1,11 @@
 /* cprof: offline work on folded stacks — flame graphs, differences,
- * conversions and reports.  A thin layer over libcprof: options, messages,
- * exit codes.  Every input goes through cp_read_folded() and every output
- * through the cp_output_* temporary-and-rename, so a malformed input never
- * leaves a file behind.  */
+ * conversions and reports — and timelines from raw samples.  A thin layer
+ * over libcprof: options, messages, exit codes.  Every folded input goes
+ * through cp_read_folded(), raw samples through cp_timeline_read_raw(),
+ * and every output through the cp_output_* temporary-and-rename, so a
+ * malformed input never leaves a file behind.  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -19,19 +21,22 @@
 #include "cprof/error.h"
 #include "cprof/output.h"
 #include "cprof/profile.h"
+#include "cprof/timeline.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 static const char main_usage[] =
 	"Usage: cprof COMMAND [OPTIONS] ARGS...\n"
 	"Flame graphs, differences, conversions and reports from folded stacks (what\n"
-	"cprof-attach and FlameGraph's stackcollapse scripts write).\n"
+	"cprof-attach and FlameGraph's stackcollapse scripts write), and timelines\n"
+	"from raw timestamped samples (cprof-attach --format raw).\n"
 	"\n"
 	"Commands:\n"
 	"  flamegraph   draw an interactive SVG flame graph\n"
 	"  diff         compare two profiles: a differential flame graph or counts\n"
 	"  convert      write a profile as folded, svg, pprof or speedscope\n"
 	"  report       print the top functions by self and by total samples\n"
+	"  timeline     turn raw samples into start/end events or a trace\n"
 	"\n"
 	"  -h, --help           show this help; cprof COMMAND --help: one command's\n"
 	"  -V, --version        show the version\n"
@@ -89,6 +94,37 @@ static const char report_usage[] =
 	"  -o, --output FILE        where to write (default: standard output)\n"
 	"  -h, --help               show this help\n";
 
+static const char timeline_usage[] =
+	"Usage: cprof timeline [OPTIONS] RAW [-o OUT]\n"
+	"Turn the raw samples in RAW into function start/end events.  For each thread\n"
+	"separately, where two consecutive stacks differ (compared frame by frame from\n"
+	"the root), the frames of the previous stack end, deepest first, and those of\n"
+	"the new one start, outermost first, at the new sample's timestamp.\n"
+	"\n"
+	"      --format FORMAT      events: lines \"start|end TIMESTAMP TID NAME\"\n"
+	"                           (default); trace: Chrome Trace Event JSON, for\n"
+	"                           Perfetto and chrome://tracing (default when OUT\n"
+	"                           ends in .json); speedscope (default when OUT ends\n"
+	"                           in .speedscope.json)\n"
+	"      --min-samples N      a frame starts only once it has been on its\n"
+	"                           thread's stack in N consecutive samples; it starts\n"
+	"                           at the Nth (default 1)\n"
+	"  -o, --output FILE        where to write (default: standard output)\n"
+	"  -h, --help               show this help\n";
+
+static const char timeline_epilog[] =
+	"\n"
+	"RAW is a file of raw samples (cprof-attach --format raw), or - for standard\n"
+	"input: lines \"TIMESTAMP TID FRAME;FRAME;...\" in time order, the timestamp in\n"
+	"seconds, frames root first, the stack possibly empty; lines beginning with #\n"
+	"are headers (\"# thread TID NAME\", \"# target PID NAME\") or comments.  In\n"
+	"events output TIMESTAMP is written as in RAW and frames still open after the\n"
+	"last sample stay open; trace and speedscope close them at their thread's last\n"
+	"sample.  Nothing is written until the whole input is read.\n"
+	"\n"
+	"Exit status: 0 success, 1 runtime failure, 2 usage error or bad input\n"
+	"(a malformed line, an input without samples or that cannot be opened).\n";
+
 static const char common_usage[] =
 	"\n"
 	"IN is a file of folded stacks, or - for standard input: lines\n"
@@ -112,6 +148,7 @@ struct options {
 	const char *colors;
 	bool normalize;
 	long top;
+	unsigned min_samples;    /* timeline: 0 when not given */
 	const char *inputs[2];
 	size_t ninputs;
 	char comment[1024];      /* the command line, for the SVG header */
@@ -180,7 +217,7 @@ static const char *format_of_path(const char *path)
 
 enum {
 	OPT_TITLE = 256, OPT_WIDTH, OPT_MINWIDTH, OPT_INVERTED, OPT_COLORS,
-	OPT_FORMAT, OPT_NORMALIZE, OPT_TOP,
+	OPT_FORMAT, OPT_NORMALIZE, OPT_TOP, OPT_MIN_SAMPLES,
 };
 
 #define OPTION_OUTPUT {"output", required_argument, NULL, 'o'}
@@ -209,6 +246,11 @@ static const struct option report_options[] = {
 	{"top", required_argument, NULL, OPT_TOP},
 	OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
 };
+static const struct option timeline_options[] = {
+	OPTION_FORMAT,
+	{"min-samples", required_argument, NULL, OPT_MIN_SAMPLES},
+	OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
+};
 
 struct command {
 	const char *name;
@@ -217,12 +259,13 @@ struct command {
 	size_t ninputs;          /* positional arguments it takes */
 	const char *inputs_name; /* for "missing ..." */
 	int (*run)(struct options *o);
+	const char *epilog;      /* after the usage; NULL: common_usage */
 };
 
-static void print_help(const char *usage)
+static void print_help(const struct command *cmd)
 {
-	fputs(usage, stdout);
-	fputs(common_usage, stdout);
+	fputs(cmd->usage, stdout);
+	fputs(cmd->epilog ? cmd->epilog : common_usage, stdout);
 	exit(EXIT_OK);
 }
 
@@ -248,7 +291,7 @@ static void parse_command_options(int argc, char **argv,
 			o->output = optarg;
 			break;
 		case 'h':
-			print_help(cmd->usage);
+			print_help(cmd);
 			break;
 		case OPT_TITLE:
 			o->title = optarg;
@@ -282,6 +325,10 @@ static void parse_command_options(int argc, char **argv,
 			break;
 		case OPT_TOP:
 			o->top = parse_long(optarg, "--top", 0, INT_MAX);
+			break;
+		case OPT_MIN_SAMPLES:
+			o->min_samples = (unsigned)parse_long(
+				optarg, "--min-samples", 1, INT_MAX);
 			break;
 		case ':':
 			die_usage("option '%s' needs a value", argv[optind - 1]);
@@ -776,14 +823,170 @@ static int run_report(struct options *o)
 	return code;
 }
 
+/* -------------------------------------------------------------- timeline */
+
+/* The timeline format an output path's name asks for, or NULL.  */
+static const char *timeline_format_of_path(const char *path)
+{
+	if (!path)
+		return NULL;
+	if (ends_with(path, ".speedscope.json"))
+		return "speedscope";
+	if (ends_with(path, ".json"))
+		return "trace";
+	return NULL;
+}
+
+/* Open raw input PATH ("-": standard input) into *STREAM.  Returns an
+ * exit code (the message is printed).  */
+static int open_raw(const char *path, FILE **stream)
+{
+	*stream = stdin;
+	if (strcmp(path, "-") == 0)
+		return EXIT_OK;
+	*stream = fopen(path, "re");
+	if (!*stream) {
+		message("cannot open %s: %s", path, strerror(errno));
+		return EXIT_USAGE;
+	}
+	struct stat st;
+	if (fstat(fileno(*stream), &st) == 0 && S_ISDIR(st.st_mode)) {
+		message("%s is a directory, not a file of raw samples", path);
+		fclose(*stream);
+		*stream = NULL;
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/* An anonymous temporary file (already unlinked) in $TMPDIR or /tmp
+ * (tmpfile() ignores TMPDIR).  NULL with errno set; *DIR says where.  */
+static FILE *spool_file(const char **dir)
+{
+	*dir = getenv("TMPDIR");
+	if (!*dir || !**dir)
+		*dir = "/tmp";
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s/cprof-XXXXXX", *dir) >=
+	    (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	int fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	unlink(path);
+	FILE *f = fdopen(fd, "w+");
+	if (!f) {
+		int saved = errno;
+		close(fd);
+		errno = saved;
+	}
+	return f;
+}
+
+/* Copy SPOOL from its start to STREAM.  Returns 0 or -CP_E_SYS.  */
+static int copy_spool(FILE *spool, FILE *stream)
+{
+	if (fflush(spool) != 0 || fseek(spool, 0, SEEK_SET) != 0)
+		return -CP_E_SYS;
+	char chunk[1 << 16];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), spool)) > 0)
+		if (fwrite(chunk, 1, n, stream) != n)
+			return -CP_E_SYS;
+	return ferror(spool) ? -CP_E_SYS : 0;
+}
+
+static int run_timeline(struct options *o)
+{
+	const char *f = o->format ? o->format
+				  : timeline_format_of_path(o->output);
+	struct cp_timeline_options to = {
+		.format = CP_TIMELINE_EVENTS,
+		.min_samples = o->min_samples ? o->min_samples : 1,
+	};
+	if (!f || strcmp(f, "events") == 0)
+		to.format = CP_TIMELINE_EVENTS;
+	else if (strcmp(f, "trace") == 0)
+		to.format = CP_TIMELINE_TRACE;
+	else if (strcmp(f, "speedscope") == 0)
+		to.format = CP_TIMELINE_SPEEDSCOPE;
+	else
+		die_usage("unknown format '%s' for timeline: events, trace or speedscope",
+			  f);
+	const char *in_path = o->inputs[0];
+	const char *base = strrchr(in_path, '/');
+	to.name = strcmp(in_path, "-") == 0 ? "stdin" : base ? base + 1 : in_path;
+
+	struct cp_output *out = NULL;
+	FILE *in = NULL, *spool = NULL;
+	struct cp_timeline *tl = NULL;
+	char *buffer = NULL;
+	int code = open_output(o, &out);
+	if (code == EXIT_OK)
+		code = open_raw(in_path, &in);
+	if (code != EXIT_OK) {
+		cp_output_abort(out);
+		return code;
+	}
+	/* Standard output cannot be taken back: write to a temporary file
+	 * and copy it out once the whole input has been read.  */
+	FILE *dest = cp_output_stream(out);
+	if (strcmp(cp_output_path(out), "-") == 0) {
+		const char *dir;
+		spool = spool_file(&dir);
+		if (!spool) {
+			message("cannot create a temporary file in %s: %s (set TMPDIR to a writable directory, or give -o FILE)",
+				dir, strerror(errno));
+			code = EXIT_RUNTIME;
+			goto out;
+		}
+		dest = spool;
+	}
+	/* Not used yet: a large buffer saves system calls on big outputs
+	 * (glibc takes the size only with a buffer given).  It must outlive
+	 * the stream: freed after the stream is closed, below.  */
+	buffer = malloc(1 << 20);
+	if (buffer)
+		setvbuf(dest, buffer, _IOFBF, 1 << 20);
+
+	int rc = cp_timeline_new(&to, dest, &tl);
+	char error[1024] = "";
+	if (rc == 0)
+		rc = cp_timeline_read_raw(tl, in, input_name(in_path), error,
+					  sizeof(error));
+	if (rc < 0) {
+		cp_timeline_free(tl);
+		message("%s", error[0] ? error : cp_strerror(rc));
+		code = rc == -CP_E_PARSE ? EXIT_USAGE : EXIT_RUNTIME;
+		goto out;
+	}
+	rc = cp_timeline_finish(tl);
+	if (rc == 0 && spool)
+		rc = copy_spool(spool, cp_output_stream(out));
+	code = finish_output(out, rc, o);
+	out = NULL;
+out:
+	cp_output_abort(out);
+	if (spool)
+		fclose(spool);
+	free(buffer);
+	if (in && in != stdin)
+		fclose(in);
+	return code;
+}
+
 /* ------------------------------------------------------------------ main */
 
 static const struct command commands[] = {
 	{"flamegraph", flamegraph_usage, flamegraph_options, 1, "IN",
-	 run_flamegraph},
-	{"diff", diff_usage, diff_options, 2, "BEFORE or AFTER", run_diff},
-	{"convert", convert_usage, convert_options, 1, "IN", run_convert},
-	{"report", report_usage, report_options, 1, "IN", run_report},
+	 run_flamegraph, NULL},
+	{"diff", diff_usage, diff_options, 2, "BEFORE or AFTER", run_diff, NULL},
+	{"convert", convert_usage, convert_options, 1, "IN", run_convert, NULL},
+	{"report", report_usage, report_options, 1, "IN", run_report, NULL},
+	{"timeline", timeline_usage, timeline_options, 1, "RAW", run_timeline,
+	 timeline_epilog},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

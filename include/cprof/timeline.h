@@ -1,0 +1,132 @@
+/* Timelines: the sampled stacks of each thread, in time order, turned into
+ * function start/end events that a trace viewer draws along time.
+ *
+ * The engine is streaming: samples go in one at a time (from a raw file
+ * or, live, from the sampler) and events come out as they are decided.
+ * What it keeps is, per thread, the current stack and for each of its
+ * frames the sample where it appeared: memory grows with the depth of the
+ * stacks and the number of threads, never with the number of samples.
+ *
+ * For each thread separately, between two consecutive samples of it:
+ *   - the longest common prefix of the previous and the current stack is
+ *     found comparing by position (recursion is right: main;foo;foo ->
+ *     main;foo ends only the deeper foo);
+ *   - every frame of the previous stack beyond it ends, deepest first,
+ *     then every frame of the current stack beyond it starts, outermost
+ *     first, both at the current sample's timestamp.
+ * A frame is a position together with all its ancestors.  With
+ * MIN_SAMPLES N > 1 a frame is confirmed only once it has been present in
+ * N consecutive samples of its thread: its start carries the timestamp of
+ * the Nth of them, and only confirmed frames end.  A frame that disappears
+ * loses its streak; a name that comes back (anywhere) starts anew at 1.
+ *
+ * Writers:
+ *   events      one line per event, "KIND TIMESTAMP TID NAME", KIND start
+ *               or end, TIMESTAMP as given to cp_timeline_sample(); frames
+ *               still open at the end are not closed.
+ *   trace       Chrome Trace Event JSON, {"traceEvents":[...]}: "M" events
+ *               naming the process and the threads, "B"/"E" events with
+ *               "ts" in microseconds (nanosecond decimals when needed);
+ *               frames still open at the end are closed at the timestamp
+ *               of their thread's last sample, so viewers draw them.
+ *   speedscope  speedscope's file format with one "evented" profile per
+ *               thread (balanced "O"/"C" events, microseconds), closed
+ *               the same way.  Each thread's events are spooled to an
+ *               anonymous temporary file and copied out at the end.  */
+#ifndef CPROF_TIMELINE_H
+#define CPROF_TIMELINE_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+enum cp_timeline_format {
+	CP_TIMELINE_EVENTS,
+	CP_TIMELINE_TRACE,
+	CP_TIMELINE_SPEEDSCOPE,
+};
+
+struct cp_timeline_options {
+	enum cp_timeline_format format;
+	unsigned min_samples;     /* debounce: consecutive samples a frame
+				   * needs to start; 0 and 1: no debouncing */
+	pid_t pid;                /* the target, for trace "pid"; 0: unknown
+				   * (then the first TID seen stands in) */
+	const char *process_name; /* trace process_name; NULL: none; copied */
+	const char *name;         /* speedscope document name; NULL:
+				   * "cprof timeline"; copied */
+};
+
+struct cp_timeline;
+
+/* A new timeline writing to OUT (borrowed: it must stay open until
+ * cp_timeline_finish() or cp_timeline_free()).  Nothing is written yet.
+ * Returns 0, -CP_E_INVAL (unknown format), -CP_E_NOMEM or -CP_E_SYS (no
+ * temporary file).  Free with cp_timeline_finish() or
+ * cp_timeline_free().  */
+int cp_timeline_new(const struct cp_timeline_options *options, FILE *out,
+		    struct cp_timeline **timeline);
+
+/* Name the target: PID (0: keep the one known) and NAME (NULL: keep;
+ * copied), as the raw header "# target PID NAME" does.  Only before the
+ * first sample, as the trace's events carry the pid: -CP_E_INVAL after.
+ * Returns 0, -CP_E_INVAL or -CP_E_NOMEM.  */
+int cp_timeline_process(struct cp_timeline *timeline, pid_t pid,
+			const char *name);
+
+/* Name thread TID (NAME copied): a trace "thread_name" event, the name of
+ * the thread's speedscope profile ("TID NAME").  May come before or
+ * after the thread's samples; a later name replaces an earlier one.
+ * Returns 0, -CP_E_NOMEM or -CP_E_SYS (write failed).  */
+int cp_timeline_thread_name(struct cp_timeline *timeline, pid_t tid,
+			    const char *name);
+
+/* One sample of thread TID taken at TS seconds: NFRAMES frame names
+ * FRAMES, root first (NFRAMES may be 0).  TS_TEXT is the timestamp as the
+ * input wrote it, echoed by the events writer; NULL: TS printed with
+ * "%.6f".  Nothing is kept of TS_TEXT or FRAMES after the call.  Frames
+ * are compared by their bytes; a name should not contain ';' or a
+ * newline, which the raw and events texts cannot represent.  Returns 0;
+ * -CP_E_PARSE when TS is before the thread's previous sample, or
+ * -CP_E_INVAL when TS is not a number within +-9e9 seconds (nothing is
+ * written then, and the timeline can go on); -CP_E_NOMEM; -CP_E_SYS when
+ * writing failed (errno set).  After -CP_E_NOMEM or -CP_E_SYS the output
+ * is incomplete: free the timeline.  */
+int cp_timeline_sample(struct cp_timeline *timeline, const char *ts_text,
+		       double ts, pid_t tid, const char *const *frames,
+		       size_t nframes);
+
+/* End the output: trace and speedscope close the frames still open (at
+ * their thread's last sample) and complete the document; events write
+ * nothing more.  Does not close OUT, but flushes it.  Frees TIMELINE,
+ * whatever the result.  Returns 0, -CP_E_NOMEM or -CP_E_SYS.  */
+int cp_timeline_finish(struct cp_timeline *timeline);
+
+/* Abandon TIMELINE: free it without completing the output (what was
+ * written stays written; the caller discards it).  NULL is fine.  */
+void cp_timeline_free(struct cp_timeline *timeline);
+
+/* Read raw samples (the text cprof-attach --format raw writes) from IN
+ * and feed them to TIMELINE.  NAME names the input in messages.  Lines:
+ *
+ *   TIMESTAMP TID FRAME;FRAME;...;FRAME
+ *
+ * TIMESTAMP in seconds (a decimal number), TID a decimal thread id, the
+ * frames root first; the stack may be empty ("1.5 42").  Fields are
+ * separated by runs of spaces or tabs; the stack is the rest of the line,
+ * so frames may contain spaces.  Lines beginning with '#' are headers:
+ * "# thread TID NAME" names a thread, "# target PID [NAME]" the target;
+ * other headers and blank lines are skipped.  "\r\n" line ends and a
+ * UTF-8 byte-order mark are accepted.
+ *
+ * Returns 0; -CP_E_PARSE with "NAME:LINE: what" in ERROR for a malformed
+ * line (a missing field, a timestamp that is not a number, a bad TID, an
+ * empty frame, time going backwards within a thread) and "NAME: no
+ * samples ..." when there is no sample line; -CP_E_SYS when reading (or
+ * writing) failed, with a message; -CP_E_NOMEM.  ERROR (ERROR_SIZE
+ * bytes) may be NULL.  On failure the output is incomplete: discard it
+ * and free TIMELINE with cp_timeline_free().  */
+int cp_timeline_read_raw(struct cp_timeline *timeline, FILE *in,
+			 const char *name, char *error, size_t error_size);
+
+#endif
