@@ -22,7 +22,14 @@ $CC -std=gnu11 -O2 -Iinclude -o "$BUILD/bench/symbench" bench/symbench.c \
 $CC -std=gnu11 -O2 -pthread -o "$BUILD/bench/workload-O2" bench/workload.c 2>/dev/null || true
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
+# SIGKILL: gdb ignores SIGTERM while it runs a shell command.
+cleanup() {
+	for p in "${pids[@]}"; do
+		pkill -KILL -P "$p" 2>/dev/null || true
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+}
 trap cleanup EXIT
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
