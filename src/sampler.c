@@ -150,6 +150,8 @@ static void flush_stream(struct run *r, bool all)
 		r->o->on_sample(r->o->on_sample_arg, sm->t_ns, sm->tid,
 				sm->stack);
 	}
+	if (done == 0)
+		return;
 	memmove(r->stream, r->stream + done,
 		(r->nstream - done) * sizeof(*r->stream));
 	r->nstream -= done;
