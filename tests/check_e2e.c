@@ -1555,7 +1555,6 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_error_output_no_process);
 	tcase_add_test(tcase, test_output_file_atomic);
 	tcase_add_test(tcase, test_quiet);
-	tcase_add_test(tcase, test_trace_real_fixture);
 
 	tcase = new_case(suite, "jobcontrol", 30);
 	tcase_add_loop_test(tcase, test_group_stop_survives, 0,
@@ -1568,6 +1567,9 @@ static Suite *e2e_suite(void)
 
 	tcase = new_case(suite, "signals", 30);
 	tcase_add_test(tcase, test_target_sigterm);
+
+	tcase = new_case(suite, "trace", 30);
+	tcase_add_test(tcase, test_trace_real_fixture);
 
 	tcase = new_case(suite, "cli", 30);
 	tcase_add_test(tcase, test_version);
