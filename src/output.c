@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cprof/error.h"
@@ -56,6 +57,25 @@ fail: {
 	errno = saved;
 	return -CP_E_SYS;
 }
+}
+
+const char *cp_output_format_for_path(const char *path)
+{
+	static const struct {
+		const char *suffix, *format;
+	} known[] = {
+		{".svg", "svg"},
+		{".folded", "folded"},
+		{".pb.gz", "pprof"},
+		{".speedscope.json", "speedscope"},
+	};
+	size_t len = path ? strlen(path) : 0;
+	for (size_t i = 0; i < sizeof(known) / sizeof(*known); i++) {
+		size_t n = strlen(known[i].suffix);
+		if (len > n && strcasecmp(path + len - n, known[i].suffix) == 0)
+			return known[i].format;
+	}
+	return NULL;
 }
 
 FILE *cp_output_stream(struct cp_output *out)

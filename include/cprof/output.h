@@ -19,6 +19,11 @@ struct cp_output;
  * before any work is done.  Returns 0 or -CP_E_SYS (errno set).  */
 int cp_output_open(const char *path, struct cp_output **out);
 
+/* The profile format an output file's name asks for: "svg" (.svg),
+ * "folded" (.folded), "pprof" (.pb.gz), "speedscope" (.speedscope.json),
+ * any case; NULL when PATH is NULL or says nothing.  Static strings.  */
+const char *cp_output_format_for_path(const char *path);
+
 /* The stream to write to; borrowed.  */
 FILE *cp_output_stream(struct cp_output *out);
 

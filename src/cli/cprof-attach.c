@@ -128,27 +128,6 @@ static long parse_long(const char *text, const char *what, long lo, long hi)
 	return v;
 }
 
-/* The format an output file's name asks for; folded when it says
- * nothing.  */
-static const char *format_from_path(const char *path)
-{
-	static const struct {
-		const char *suffix, *format;
-	} known[] = {
-		{".svg", "svg"},
-		{".folded", "folded"},
-		{".pb.gz", "pprof"},
-		{".speedscope.json", "speedscope"},
-	};
-	size_t len = path ? strlen(path) : 0;
-	for (size_t i = 0; i < sizeof(known) / sizeof(*known); i++) {
-		size_t n = strlen(known[i].suffix);
-		if (len > n && strcasecmp(path + len - n, known[i].suffix) == 0)
-			return known[i].format;
-	}
-	return "folded";
-}
-
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,
@@ -295,7 +274,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 				  o->format);
 	} else {
 		if (!o->format)
-			o->format = format_from_path(o->output);
+			o->format = cp_output_format_for_path(o->output);
+		if (!o->format)
+			o->format = "folded";
 		if (strcmp(o->format, "folded") != 0 &&
 		    strcmp(o->format, "raw") != 0 &&
 		    strcmp(o->format, "trace") != 0 &&

@@ -199,22 +199,6 @@ static bool ends_with(const char *text, const char *suffix)
 	return n > m && strcasecmp(text + n - m, suffix) == 0;
 }
 
-/* The format an output path's name asks for, or NULL.  */
-static const char *format_of_path(const char *path)
-{
-	if (!path)
-		return NULL;
-	if (ends_with(path, ".svg"))
-		return "svg";
-	if (ends_with(path, ".folded"))
-		return "folded";
-	if (ends_with(path, ".pb.gz"))
-		return "pprof";
-	if (ends_with(path, ".speedscope.json"))
-		return "speedscope";
-	return NULL;
-}
-
 enum {
 	OPT_TITLE = 256, OPT_WIDTH, OPT_MINWIDTH, OPT_INVERTED, OPT_COLORS,
 	OPT_FORMAT, OPT_NORMALIZE, OPT_TOP, OPT_MIN_SAMPLES,
@@ -611,7 +595,7 @@ static int run_diff(struct options *o)
 static int run_convert(struct options *o)
 {
 	if (!o->format) {
-		o->format = format_of_path(o->output);
+		o->format = cp_output_format_for_path(o->output);
 		if (!o->format && o->output)
 			die_usage("cannot tell the output format from the name '%s': give --format folded, svg, pprof or speedscope",
 				  o->output);
