@@ -22,6 +22,7 @@
 enum value_source {
 	VALUE_COUNT,   /* the count itself */
 	VALUE_PERIOD,  /* the count times the period (CPU time) */
+	VALUE_0, VALUE_1, VALUE_2, VALUE_3, /* cp_sample.values[i] */
 };
 
 struct value_kind {
@@ -47,6 +48,15 @@ static const struct profile_kind profile_kinds[] = {
 		{ "samples", "count", VALUE_COUNT },
 		{ "cpu", "nanoseconds", VALUE_PERIOD },
 	}, 1 },
+	/* A heap profile (cprof-attach --heap): Go's heap profile types, so
+	 * `go tool pprof -sample_index=alloc_space` works; in-use space is
+	 * the default view.  */
+	{ "heap", false, 4, {
+		{ "alloc_objects", "count", VALUE_0 },
+		{ "alloc_space", "bytes", VALUE_1 },
+		{ "inuse_objects", "count", VALUE_2 },
+		{ "inuse_space", "bytes", VALUE_3 },
+	}, 3 },
 	/* Counts that are bytes: there is no event count to report, so the
 	 * bytes are the only value.  */
 	{ "bytes", false, 1, {
@@ -469,9 +479,13 @@ static bool build_samples(struct builder *b, const struct profile_kind *kind,
 		s->location_id = ids;
 		for (size_t v = 0; v < kind->nvalues; v++) {
 			int64_t count = (int64_t)cs->count;
-			values[v] = kind->values[v].source == VALUE_PERIOD
-					    ? count * period
-					    : count;
+			enum value_source src = kind->values[v].source;
+			if (src == VALUE_PERIOD)
+				values[v] = count * period;
+			else if (src >= VALUE_0)
+				values[v] = (int64_t)cs->values[src - VALUE_0];
+			else
+				values[v] = count;
 		}
 		s->n_value = kind->nvalues;
 		s->value = values;

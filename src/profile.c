@@ -290,8 +290,35 @@ static bool sample_eq(const void *ctx, uint32_t id)
 	       k->p->samples[id].stack == k->stack;
 }
 
+static struct cp_sample *sample_of(struct cp_profile *p, pid_t tid,
+				   uint32_t stack);
+
 int cp_profile_add(struct cp_profile *p, pid_t tid, uint32_t stack,
 		   uint64_t count)
+{
+	struct cp_sample *s = sample_of(p, tid, stack);
+	if (!s)
+		return -CP_E_NOMEM;
+	s->count += count;
+	p->total += count;
+	return 0;
+}
+
+int cp_profile_add_values(struct cp_profile *p, pid_t tid, uint32_t stack,
+			  uint64_t count, const uint64_t *values)
+{
+	struct cp_sample *s = sample_of(p, tid, stack);
+	if (!s)
+		return -CP_E_NOMEM;
+	s->count += count;
+	p->total += count;
+	for (size_t i = 0; i < CP_PROFILE_VALUES; i++)
+		s->values[i] += values[i];
+	return 0;
+}
+
+static struct cp_sample *sample_of(struct cp_profile *p, pid_t tid,
+				   uint32_t stack)
 {
 	uint64_t hash = cp_hash_u64(((uint64_t)(uint32_t)tid << 32) | stack);
 	struct sample_key key = {p, tid, stack};
@@ -299,18 +326,16 @@ int cp_profile_add(struct cp_profile *p, pid_t tid, uint32_t stack,
 	if (id == UINT32_MAX) {
 		if (!reserve(&p->samples, sizeof(*p->samples), p->nsamples + 1,
 			     &p->samples_cap))
-			return -CP_E_NOMEM;
+			return NULL;
 		id = (uint32_t)p->nsamples;
+		memset(&p->samples[id], 0, sizeof(p->samples[id]));
 		p->samples[id].tid = tid;
 		p->samples[id].stack = stack;
-		p->samples[id].count = 0;
 		if (!cp_hashidx_insert(&p->sample_index, hash, id))
-			return -CP_E_NOMEM;
+			return NULL;
 		p->nsamples++;
 	}
-	p->samples[id].count += count;
-	p->total += count;
-	return 0;
+	return &p->samples[id];
 }
 
 const struct cp_sample *cp_profile_samples(const struct cp_profile *p,

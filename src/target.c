@@ -33,6 +33,14 @@ struct cp_target {
 	bool follow_clones;
 	bool detaching;          /* cp_target_detach is in progress */
 	bool exec_seen;
+	bool follow_forks;
+	bool holding;            /* cp_target_hold_all: keep every thread */
+	struct cp_target_hooks hooks;
+	/* Fork children we know of and have not let go yet: reported by
+	 * their parent's event (RESTORED: on_fork ran), by their own first
+	 * stop (PARKED: held until the parent's event comes), or both.  */
+	struct fork_child { pid_t pid; bool restored, parked; } *forks;
+	size_t nforks, forks_cap;
 	struct cp_thread *threads;
 	size_t nthreads, cap;
 	size_t threads_seen;
@@ -48,6 +56,8 @@ static unsigned long ptrace_options(const struct cp_target *t)
 	unsigned long o = PTRACE_O_TRACEEXEC;
 	if (t->follow_clones)
 		o |= PTRACE_O_TRACECLONE;
+	if (t->follow_forks)
+		o |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
 	return o;
 }
 
@@ -112,6 +122,7 @@ static void free_target(struct cp_target *t)
 			close(t->threads[i].stat_fd);
 	free(t->threads);
 	free(t->bounds);
+	free(t->forks);
 	cp_maps_free(t->maps);
 	free(t);
 }
@@ -148,6 +159,108 @@ static void detach_now(struct cp_target *t, struct cp_thread *th, int sig)
 
 enum disposition { EV_OURS, EV_HANDLED, EV_GONE };
 
+static struct fork_child *find_fork(struct cp_target *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->nforks; i++)
+		if (t->forks[i].pid == pid)
+			return &t->forks[i];
+	return NULL;
+}
+
+static struct fork_child *add_fork(struct cp_target *t, pid_t pid)
+{
+	if (t->nforks == t->forks_cap) {
+		size_t cap = t->forks_cap ? t->forks_cap * 2 : 4;
+		struct fork_child *grown =
+			realloc(t->forks, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		t->forks = grown;
+		t->forks_cap = cap;
+	}
+	struct fork_child *fc = &t->forks[t->nforks++];
+	memset(fc, 0, sizeof(*fc));
+	fc->pid = pid;
+	return fc;
+}
+
+static void drop_fork(struct cp_target *t, struct fork_child *fc)
+{
+	*fc = t->forks[--t->nforks];
+}
+
+/* A fork child that is restored and in its first stop: let it go.  It
+ * has run nothing yet, so it starts as if never traced.  */
+static void release_fork(struct cp_target *t, struct fork_child *fc)
+{
+	ptrace(PTRACE_DETACH, fc->pid, 0, 0);
+	drop_fork(t, fc);
+}
+
+static void restore_fork(struct cp_target *t, pid_t parent, pid_t child)
+{
+	if (t->hooks.on_fork)
+		t->hooks.on_fork(t->hooks.arg, parent, child, false);
+}
+
+/* The parent TID reported a fork or vfork of CHILD.  */
+static void fork_event(struct cp_target *t, pid_t tid, pid_t child,
+		       bool vfork)
+{
+	struct fork_child *fc = find_fork(t, child);
+	if (vfork) {
+		/* The child shares the parent's memory, breakpoints and all:
+		 * keep tracing it until it execs or exits.  */
+		if (t->hooks.on_fork)
+			t->hooks.on_fork(t->hooks.arg, tid, child, true);
+		struct cp_thread *c = add_thread(t, child, false);
+		if (!c) {
+			if (fc)
+				drop_fork(t, fc);
+			return;
+		}
+		c->vfork_child = true;
+		if (fc && fc->parked) {
+			/* Its first stop came already and was held.  */
+			drop_fork(t, fc);
+			c->stopped = true;
+			if (!t->holding && !t->detaching)
+				resume(c);
+		} else if (fc) {
+			drop_fork(t, fc);
+		} else if (t->holding || t->detaching) {
+			c->interrupting = true;
+		}
+		return;
+	}
+	restore_fork(t, tid, child);
+	if (fc && fc->parked) {
+		release_fork(t, fc);
+		return;
+	}
+	if (!fc)
+		fc = add_fork(t, child);
+	if (fc)
+		fc->restored = true;
+}
+
+/* First stop of TID, a process of another thread group (a fork child
+ * whose parent's event is still to come, or has come).  */
+static void fork_child_stop(struct cp_target *t, pid_t tid)
+{
+	struct fork_child *fc = find_fork(t, tid);
+	if (fc && fc->restored) {
+		release_fork(t, fc);
+		return;
+	}
+	if (!fc)
+		fc = add_fork(t, tid);
+	if (fc)
+		fc->parked = true;
+	else
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+}
+
 static bool interrupt_outstanding(const struct cp_target *t, pid_t tid);
 static long elapsed_us(const struct timespec *since);
 
@@ -166,6 +279,13 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 	if (!WIFSTOPPED(status))
 		return EV_HANDLED;
 	if (!th) {
+		if (t->follow_forks) {
+			pid_t tgid = cp_procfs_tgid(tid);
+			if (tgid > 0 && tgid != t->pid) {
+				fork_child_stop(t, tid);
+				return EV_HANDLED;
+			}
+		}
 		/* A thread auto-attached by PTRACE_O_TRACECLONE can report its
 		 * first stop before its parent reports the clone event.  */
 		th = add_thread(t, tid, true);
@@ -173,7 +293,7 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 			ptrace(PTRACE_DETACH, tid, 0, 0);
 			return EV_HANDLED;
 		}
-		th->interrupting = false;
+		th->interrupting = t->holding;
 	}
 	int sig = WSTOPSIG(status);
 	int event = (int)((unsigned)status >> 16);
@@ -187,7 +307,7 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 			th = find_thread(t, tid); /* add_thread may move it */
 			if (!child)
 				ptrace(PTRACE_DETACH, (pid_t)new_tid, 0, 0);
-			else if (t->detaching)
+			else if (t->detaching || t->holding)
 				/* Its first stop is still to come: wait for it
 				 * like for an interrupt.  */
 				child->interrupting = true;
@@ -199,10 +319,34 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 		resume(th);
 		return EV_HANDLED;
 	}
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK: {
+		unsigned long child = 0;
+		if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &child) == 0 &&
+		    child > 0)
+			fork_event(t, tid, (pid_t)child,
+				   event == PTRACE_EVENT_VFORK);
+		th = find_thread(t, tid); /* add_thread may move it */
+		if (!th)
+			return EV_GONE;
+		if (t->detaching) {
+			detach_now(t, th, 0);
+			return EV_GONE;
+		}
+		resume(th);
+		return EV_HANDLED;
+	}
 	case PTRACE_EVENT_EXEC:
+		if (th->vfork_child) {
+			/* It has its own memory now, without our bytes.  */
+			detach_now(t, th, 0);
+			return EV_GONE;
+		}
 		/* execve replaced the image: all other threads are gone and
 		 * every mapping is new.  */
 		t->exec_seen = true;
+		if (t->hooks.on_exec)
+			t->hooks.on_exec(t->hooks.arg);
 		for (size_t i = 0; i < t->nthreads; i++)
 			t->bounds[i].lo = t->bounds[i].hi = 0;
 		if (t->detaching) {
@@ -240,6 +384,29 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 	/* Signal-delivery-stop: the signal is the target's; hand it back
 	 * unchanged.  A pending PTRACE_INTERRUPT of ours still fires after. */
 	th->group_stopped = false;
+	if (sig == SIGTRAP && t->hooks.on_trap) {
+		/* Maybe an int3 of ours.  */
+		bool hold = t->holding || t->detaching;
+		th->stopped = true;
+		enum cp_target_trap r = t->hooks.on_trap(t->hooks.arg, tid,
+							 hold);
+		th = find_thread(t, tid);
+		if (!th)
+			return EV_GONE;
+		if (r == CP_TRAP_HANDLED) {
+			if (t->detaching) {
+				th->stopped = false;
+				detach_now(t, th, 0);
+				return EV_GONE;
+			}
+			if (hold && th->stopped) {
+				th->interrupting = false;
+				return EV_OURS;
+			}
+			return EV_HANDLED;
+		}
+		th->stopped = false;
+	}
 	if (t->detaching) {
 		detach_now(t, th, sig);
 		return EV_GONE;
@@ -344,6 +511,7 @@ int cp_target_attach(pid_t pid, const pid_t *tids, size_t ntids,
 	t->pid = pid;
 	t->exit_status = -1;
 	t->follow_clones = ntids == 0 && (flags & CP_TARGET_FOLLOW_CLONES);
+	t->follow_forks = flags & CP_TARGET_FOLLOW_FORKS;
 
 	pid_t *present = NULL;
 	size_t npresent = 0;
@@ -484,6 +652,7 @@ int cp_target_launch(char *const argv[], unsigned flags,
 	t->launched = true;
 	t->exit_status = -1;
 	t->follow_clones = flags & CP_TARGET_FOLLOW_CLONES;
+	t->follow_forks = flags & CP_TARGET_FOLLOW_FORKS;
 	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)ptrace_options(t)) < 0 ||
 	    !add_thread(t, pid, true)) {
 		rc = -CP_E_SYS;
@@ -756,6 +925,15 @@ int cp_target_snapshot(struct cp_target *target, pid_t tid,
 		return -CP_E_GONE;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &snap->regs) < 0)
 		return -CP_E_GONE;
+	return cp_target_snapshot_stack(target, tid, snap);
+}
+
+int cp_target_snapshot_stack(struct cp_target *target, pid_t tid,
+			     struct cp_snapshot *snap)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	if (!th)
+		return -CP_E_GONE;
 	snap->tid = tid;
 	snap->stack_len = 0;
 	/* Start below the stack pointer: leaf code may keep data in the
@@ -850,7 +1028,204 @@ void cp_target_detach(struct cp_target *t)
 		}
 		dispatch(t, got, status);
 	}
+	/* Fork children not let go yet: a parked one still carries our
+	 * bytes; a restored one is let go at its first stop.  */
+	while (t->nforks > 0) {
+		struct fork_child *fc = &t->forks[0];
+		if (fc->parked) {
+			if (!fc->restored)
+				restore_fork(t, t->pid, fc->pid);
+			release_fork(t, fc);
+			continue;
+		}
+		int status;
+		pid_t got = waitpid(fc->pid, &status, __WALL);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got == fc->pid && WIFSTOPPED(status))
+			release_fork(t, fc);
+		else
+			drop_fork(t, fc);
+	}
 	free_target(t);
+}
+
+void cp_target_set_hooks(struct cp_target *t,
+			 const struct cp_target_hooks *hooks)
+{
+	if (hooks)
+		t->hooks = *hooks;
+	else
+		memset(&t->hooks, 0, sizeof(t->hooks));
+}
+
+int cp_target_wait_event(struct cp_target *t)
+{
+	if (t->nthreads == 0)
+		return -CP_E_GONE;
+	int status;
+	pid_t tid = waitpid(-1, &status, __WALL);
+	if (tid < 0) {
+		if (errno == EINTR)
+			return 0;
+		/* ECHILD: nothing of ours is left.  */
+		while (t->nthreads > 0)
+			remove_thread(t, &t->threads[0]);
+		return -CP_E_GONE;
+	}
+	if (dispatch(t, tid, status) == EV_OURS)
+		resume(find_thread(t, tid));
+	return 1 + cp_target_poll(t);
+}
+
+int cp_target_hold_all(struct cp_target *t)
+{
+	t->holding = true;
+	for (size_t i = 0; i < t->nthreads; i++) {
+		struct cp_thread *th = &t->threads[i];
+		if (th->stopped || th->interrupting)
+			continue;
+		if (ptrace(PTRACE_INTERRUPT, th->tid, 0, 0) == 0)
+			th->interrupting = true;
+	}
+	while (interrupt_outstanding(t, -1)) {
+		pid_t got;
+		if (wait_stop(t, -1, &got) < 0)
+			break;
+	}
+	return t->nthreads > 0 ? 0 : -CP_E_GONE;
+}
+
+void cp_target_release_all(struct cp_target *t)
+{
+	t->holding = false;
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].stopped)
+			resume(&t->threads[i]);
+}
+
+bool cp_target_trap_pending(struct cp_target *t, pid_t tid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)t->pid,
+		 (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool pending = false;
+	while (fgets(line, sizeof(line), f)) {
+		/* SigPnd: signals queued for this thread; an int3's SIGTRAP
+		 * is always thread-directed.  */
+		if (strncmp(line, "SigPnd:", 7) == 0) {
+			unsigned long long mask = strtoull(line + 7, NULL, 16);
+			pending = mask & (1ULL << (SIGTRAP - 1));
+			break;
+		}
+	}
+	fclose(f);
+	return pending;
+}
+
+int cp_target_deliver_pending(struct cp_target *t, pid_t tid)
+{
+	struct cp_thread *th = find_thread(t, tid);
+	if (!th || !th->stopped)
+		return -CP_E_GONE;
+	/* The queued signal is dequeued before the thread returns to user
+	 * mode, so the signal-delivery-stop comes before it runs anything;
+	 * the trap hook then holds it (HOLD is set).  No PTRACE_INTERRUPT:
+	 * its stop could come first and leave the signal queued.  */
+	th->stopped = false;
+	th->interrupting = true;
+	if (ptrace(PTRACE_CONT, tid, 0, 0) < 0) {
+		th->interrupting = false;
+		return -CP_E_GONE;
+	}
+	pid_t got;
+	return wait_stop(t, tid, &got);
+}
+
+int cp_target_step(struct cp_target *t, pid_t tid)
+{
+	struct cp_thread *th = find_thread(t, tid);
+	if (!th || !th->stopped)
+		return -CP_E_GONE;
+	for (;;) {
+		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
+			return -CP_E_GONE;
+		int status;
+		pid_t got;
+		while ((got = waitpid(tid, &status, __WALL)) < 0 &&
+		       errno == EINTR)
+			;
+		if (got < 0 || WIFEXITED(status) || WIFSIGNALED(status)) {
+			if (got > 0 && tid == t->pid)
+				t->exit_status = status;
+			th = find_thread(t, tid);
+			if (th)
+				remove_thread(t, th);
+			return -CP_E_GONE;
+		}
+		int sig = WSTOPSIG(status);
+		if (sig == SIGTRAP && (status >> 16) == 0)
+			return 0; /* stepped */
+		/* A signal of the target's arrived first: keep it for the
+		 * next resume and step again.  Anything else (an interrupt
+		 * stop of ours) is simply stepped past.  */
+		if ((status >> 16) == 0 && !th->pending_signal)
+			th->pending_signal = sig;
+	}
+}
+
+int cp_target_get_regs(struct cp_target *t, pid_t tid,
+		       struct user_regs_struct *regs)
+{
+	(void)t;
+	return ptrace(PTRACE_GETREGS, tid, 0, regs) < 0 ? -CP_E_GONE : 0;
+}
+
+int cp_target_set_regs(struct cp_target *t, pid_t tid,
+		       const struct user_regs_struct *regs)
+{
+	(void)t;
+	return ptrace(PTRACE_SETREGS, tid, 0, regs) < 0 ? -CP_E_GONE : 0;
+}
+
+static int mem_io(pid_t pid, uint64_t addr, void *buf, size_t len,
+		  bool write_it)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	int fd = open(path, (write_it ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (fd < 0)
+		return -CP_E_SYS;
+	ssize_t n = write_it ? pwrite(fd, buf, len, (off_t)addr)
+			     : pread(fd, buf, len, (off_t)addr);
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return n == (ssize_t)len ? 0 : -CP_E_SYS;
+}
+
+int cp_target_write_mem(pid_t pid, uint64_t addr, const void *buf,
+			size_t len)
+{
+	return mem_io(pid, addr, (void *)buf, len, true);
+}
+
+int cp_target_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	return mem_io(pid, addr, buf, len, false);
+}
+
+int cp_target_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec local = {(void *)buf, len};
+	struct iovec remote = {(void *)(uintptr_t)addr, len};
+	return process_vm_writev(pid, &local, 1, &remote, 1, 0) ==
+			       (ssize_t)len
+		       ? 0
+		       : -CP_E_SYS;
 }
 
 ssize_t cp_target_read(pid_t pid, uint64_t addr, void *buf, size_t len)

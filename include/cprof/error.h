@@ -22,7 +22,8 @@
 	CP_ERROR(UNWIND, "stack unwinding failed")                         \
 	CP_ERROR(EXEC, "cannot execute command")                           \
 	CP_ERROR(INVAL, "invalid argument")                                \
-	CP_ERROR(NOTLEADER, "a thread, not a process")
+	CP_ERROR(NOTLEADER, "a thread, not a process")                    \
+	CP_ERROR(NOALLOC, "no allocator entry points found")
 
 enum cp_error {
 #define CP_ERROR(name, msg) CP_E_##name,

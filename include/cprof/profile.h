@@ -49,11 +49,16 @@ struct cp_location {
 	const struct cp_line *lines; /* innermost first */
 };
 
+/* Values a sample can carry besides its count (heap profiles: objects
+ * and bytes allocated, objects and bytes in use).  */
+#define CP_PROFILE_VALUES 4
+
 /* One aggregated sample: a thread, a stack and a count.  */
 struct cp_sample {
 	pid_t tid;          /* 0 when the thread is unknown */
 	uint32_t stack;     /* stack id */
 	uint64_t count;
+	uint64_t values[CP_PROFILE_VALUES]; /* cp_profile_add_values, or 0 */
 };
 
 struct cp_profile *cp_profile_new(void);
@@ -116,6 +121,12 @@ const uint32_t *cp_profile_stack(const struct cp_profile *profile,
  * -CP_E_NOMEM.  */
 int cp_profile_add(struct cp_profile *profile, pid_t tid, uint32_t stack,
 		   uint64_t count);
+
+/* Like cp_profile_add, and add VALUES (CP_PROFILE_VALUES of them) to the
+ * sample's values.  */
+int cp_profile_add_values(struct cp_profile *profile, pid_t tid,
+			  uint32_t stack, uint64_t count,
+			  const uint64_t *values);
 
 /* The aggregated samples, one per distinct (thread, stack); borrowed.  */
 const struct cp_sample *cp_profile_samples(const struct cp_profile *p,

@@ -25,6 +25,8 @@ struct cp_thread {
 	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */
 	uint64_t interrupt_ns;/* CLOCK_MONOTONIC time it was sent */
 	bool stopped;         /* in a ptrace-stop that we are holding */
+	bool vfork_child;     /* a vfork child sharing the target's memory,
+			       * traced only until it execs or exits */
 	int pending_signal;   /* signal to hand back when resuming, 0 for none */
 	uint64_t samples;     /* samples taken from this thread */
 	char attach_state;    /* run state just before we seized it, or 0 */
@@ -49,6 +51,34 @@ struct cp_snapshot {
 /* Flags for cp_target_attach.  */
 enum {
 	CP_TARGET_FOLLOW_CLONES = 1 << 0, /* seize new threads at birth */
+	/* Report fork and vfork children to the on_fork hook before they
+	 * run, then let them go (a vfork child, which shares our memory, is
+	 * kept until it execs or exits).  */
+	CP_TARGET_FOLLOW_FORKS = 1 << 1,
+};
+
+/* What a trap handler says of a SIGTRAP stop.  */
+enum cp_target_trap {
+	CP_TRAP_NOT_OURS, /* the target's own SIGTRAP: deliver it */
+	CP_TRAP_HANDLED,  /* ours; the handler resumed the thread or, when
+			   * HOLD was set, left it held */
+};
+
+/* Callbacks for programs that write into the target (heap mode).  */
+struct cp_target_hooks {
+	/* Thread TID stopped with SIGTRAP (int3).  It is held; with HOLD
+	 * false the handler resumes it (cp_target_resume) when done, with
+	 * HOLD true (every thread is being stopped) it rewinds it and leaves
+	 * it held.  */
+	enum cp_target_trap (*on_trap)(void *arg, pid_t tid, bool hold);
+	/* A fork or vfork child CHILD of thread PARENT exists and has not
+	 * run yet: undo in its memory what was written into the parent's
+	 * (for a vfork child the memory is shared: leave it).  */
+	void (*on_fork)(void *arg, pid_t parent, pid_t child, bool vfork);
+	/* The target replaced its image (execve): what was written is
+	 * gone.  */
+	void (*on_exec)(void *arg);
+	void *arg;
 };
 
 /* Seize the threads of PID.  TIDS/NTIDS, when NTIDS > 0, limits the
@@ -139,6 +169,11 @@ int cp_target_stop(struct cp_target *target, pid_t tid);
 int cp_target_snapshot(struct cp_target *target, pid_t tid,
 		       struct cp_snapshot *snap);
 
+/* Like cp_target_snapshot, with the registers already in SNAP->regs (a
+ * thread held at a trap whose registers were read): copies the stack.  */
+int cp_target_snapshot_stack(struct cp_target *target, pid_t tid,
+			     struct cp_snapshot *snap);
+
 /* Let a thread stopped by cp_target_stop run again (PTRACE_CONT, or
  * PTRACE_LISTEN when it is in a group-stop).  */
 int cp_target_resume(struct cp_target *target, pid_t tid);
@@ -147,6 +182,57 @@ int cp_target_resume(struct cp_target *target, pid_t tid);
  * snapshots copy exactly the used stack.  Reads /proc/PID/maps when needed,
  * so call it after cp_target_resume, never while the thread is held.  */
 void cp_target_learn_stack(struct cp_target *target, pid_t tid, uint64_t sp);
+
+/* Install HOOKS (copied); NULL removes them.  */
+void cp_target_set_hooks(struct cp_target *target,
+			 const struct cp_target_hooks *hooks);
+
+/* Block until the next ptrace event of the target (or a signal
+ * interrupts the wait) and handle it, and everything else pending.
+ * Returns the number of events handled (0 after a signal), or -CP_E_GONE
+ * when nothing is left to wait for.  */
+int cp_target_wait_event(struct cp_target *target);
+
+/* Stop every thread and hold it (new threads born meanwhile are held
+ * too); traps reported meanwhile go to the on_trap hook with HOLD set.
+ * Returns 0 or -CP_E_GONE when no thread is left.  */
+int cp_target_hold_all(struct cp_target *target);
+
+/* Resume every thread held by cp_target_hold_all.  */
+void cp_target_release_all(struct cp_target *target);
+
+/* True when the held thread TID has a SIGTRAP queued but not yet
+ * reported (it stopped for our interrupt first).  Reads /proc.  */
+bool cp_target_trap_pending(struct cp_target *target, pid_t tid);
+
+/* Let the held thread TID take its queued signals (cp_target_trap_pending)
+ * and hold it again: the trap reaches on_trap with HOLD set.  Returns 0
+ * or -CP_E_GONE.  */
+int cp_target_deliver_pending(struct cp_target *target, pid_t tid);
+
+/* Execute one instruction of the held thread TID (PTRACE_SINGLESTEP) and
+ * hold it again.  Returns 0 or -CP_E_GONE.  */
+int cp_target_step(struct cp_target *target, pid_t tid);
+
+/* Registers of the held thread TID.  Return 0 or -CP_E_GONE.  */
+int cp_target_get_regs(struct cp_target *target, pid_t tid,
+		       struct user_regs_struct *regs);
+int cp_target_set_regs(struct cp_target *target, pid_t tid,
+		       const struct user_regs_struct *regs);
+
+/* Write LEN bytes at ADDR into process PID through /proc/PID/mem, which
+ * also writes read-only code pages (copy-on-write, like a debugger).
+ * Returns 0 or -CP_E_SYS.  */
+int cp_target_write_mem(pid_t pid, uint64_t addr, const void *buf,
+			size_t len);
+
+/* Read through /proc/PID/mem (sees what cp_target_write_mem wrote, and
+ * pages process_vm_readv refuses).  Returns 0 or -CP_E_SYS.  */
+int cp_target_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
+
+/* Write to writable memory of PID (process_vm_writev: the stack).
+ * Returns 0 or -CP_E_SYS.  */
+int cp_target_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 
 /* Stop every thread, hand back pending signals and detach; the target runs
  * exactly as before (a group-stopped target stays stopped).  Safe to call

@@ -18,6 +18,7 @@
 
 #include "cprof/dump.h"
 #include "cprof/error.h"
+#include "cprof/heap.h"
 #include "cprof/output.h"
 #include "cprof/procfs.h"
 #include "cprof/profile.h"
@@ -36,7 +37,9 @@ static volatile pid_t launched_child;
 static const char usage_text[] =
 	"Usage: cprof-attach [OPTIONS] PID\n"
 	"       cprof-attach [OPTIONS] -- COMMAND [ARG...]\n"
-	"Sample the CPU stacks of a running program from outside, with ptrace.\n"
+	"       cprof-attach --heap [OPTIONS] PID | -- COMMAND [ARG...]\n"
+	"Sample the CPU stacks of a running program from outside, with ptrace;\n"
+	"with --heap, trace its allocations instead.\n"
 	"\n"
 	"  -d, --duration SECONDS   stop after SECONDS (decimals allowed); default:\n"
 	"                           until Ctrl-C or the target exits\n"
@@ -65,6 +68,14 @@ static const char usage_text[] =
 	"      --lines              add the source position to each frame: func (file.c:123)\n"
 	"      --min-samples N      --format trace: a frame starts only once it was in N\n"
 	"                           consecutive samples of its thread (default 1)\n"
+	"      --heap               trace malloc, calloc, realloc, reallocarray, free,\n"
+	"                           posix_memalign, aligned_alloc, memalign, valloc and\n"
+	"                           pvalloc with breakpoints in the target (nothing\n"
+	"                           injected); formats: report (default), folded, svg,\n"
+	"                           pprof\n"
+	"      --heap-metric METRIC live-bytes (default), alloc-bytes, live-count or\n"
+	"                           alloc-count: the weight of a stack in folded and svg\n"
+	"      --top N              sites listed per table of the heap report (default 10)\n"
 	"  -q, --quiet              no progress line and no summary\n"
 	"  -v, --verbose            more detail on stderr\n"
 	"  -h, --help               show this help\n"
@@ -90,6 +101,9 @@ struct options {
 	size_t n_debuginfo_dirs;
 	bool no_debuginfod, no_demangle, no_inline, lines;
 	unsigned min_samples;
+	bool heap;
+	int heap_metric;
+	size_t top;
 	pid_t pid;
 	char **command;
 };
@@ -132,7 +146,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,
 	       OPT_UNWIND, OPT_DUMP, OPT_DEBUGINFO_DIR, OPT_NO_DEBUGINFOD,
-	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES, OPT_MIN_SAMPLES };
+	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES, OPT_MIN_SAMPLES,
+	       OPT_HEAP, OPT_HEAP_METRIC, OPT_TOP };
 	static const struct option longopts[] = {
 		{"duration", required_argument, NULL, 'd'},
 		{"frequency", required_argument, NULL, 'F'},
@@ -150,6 +165,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"no-inline", no_argument, NULL, OPT_NO_INLINE},
 		{"lines", no_argument, NULL, OPT_LINES},
 		{"min-samples", required_argument, NULL, OPT_MIN_SAMPLES},
+		{"heap", no_argument, NULL, OPT_HEAP},
+		{"heap-metric", required_argument, NULL, OPT_HEAP_METRIC},
+		{"top", required_argument, NULL, OPT_TOP},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -158,6 +176,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	o->frequency = 99;
 	o->max_depth = 512;
+	o->top = 10;
+	bool metric_given = false, top_given = false, frequency_given = false;
 	o->unwind_mode = CP_UNWIND_SNAPSHOT;
 	opterr = 0;
 	int c;
@@ -176,6 +196,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 			break;
 		}
 		case 'F':
+			frequency_given = true;
 			o->frequency = (unsigned)parse_long(optarg, "frequency",
 							    1, 10000);
 			break;
@@ -218,6 +239,21 @@ static void parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_WALL:
 			o->wall = true;
+			break;
+		case OPT_HEAP:
+			o->heap = true;
+			break;
+		case OPT_HEAP_METRIC:
+			o->heap_metric = cp_heap_metric_parse(optarg);
+			if (o->heap_metric < 0)
+				die_usage("unknown heap metric '%s': live-bytes, alloc-bytes, live-count or alloc-count",
+					  optarg);
+			metric_given = true;
+			break;
+		case OPT_TOP:
+			o->top = (size_t)parse_long(optarg, "number of sites",
+						    1, 1000000);
+			top_given = true;
 			break;
 		case 't': {
 			pid_t *grown = realloc(o->tids,
@@ -265,7 +301,26 @@ static void parse_options(int argc, char **argv, struct options *o)
 			die_usage("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (o->dump) {
+	if (!o->heap && (metric_given || top_given))
+		die_usage("--heap-metric and --top apply to --heap");
+	if (o->heap) {
+		if (o->dump || o->wall || o->ntids || frequency_given ||
+		    o->min_samples)
+			die_usage("--heap traces every allocation of every thread: --dump, --wall, --tid, --frequency and --min-samples do not apply");
+		if (!o->format)
+			o->format = cp_output_format_for_path(o->output);
+		if (!o->format)
+			o->format = "report";
+		if (strcmp(o->format, "report") != 0 &&
+		    strcmp(o->format, "folded") != 0 &&
+		    strcmp(o->format, "svg") != 0 &&
+		    strcmp(o->format, "pprof") != 0)
+			die_usage("unknown format '%s' for --heap: report, folded, svg or pprof",
+				  o->format);
+		if (strcmp(o->format, "pprof") == 0 && !o->output &&
+		    isatty(STDOUT_FILENO))
+			die_usage("pprof output is binary: give -o FILE.pb.gz");
+	} else if (o->dump) {
 		if (!o->format)
 			o->format = "text";
 		if (strcmp(o->format, "text") != 0 &&
@@ -642,6 +697,129 @@ static int run_dump(const struct options *o, struct cp_target *target,
 	return EXIT_OK;
 }
 
+/* Heap mode: breakpoints in, trace, every byte back, detach, write.  */
+static int run_heap(const struct options *o, struct cp_target *target,
+		    struct cp_unwinder *unwinder, struct cp_symbols *symbols,
+		    struct cp_profile *profile, struct cp_output *out,
+		    int argc, char **argv)
+{
+	int exit_code = EXIT_RUNTIME;
+	pid_t pid = cp_target_pid(target);
+	struct cp_profile_meta *meta = cp_profile_meta(profile);
+	meta->pid = pid;
+	struct cp_heap_options ho = {
+		.max_depth = o->max_depth,
+		.duration = o->duration,
+		.stop = &stop_requested,
+		/* For the tests: exercise the step-with-all-threads-held
+		 * fallback on every entry point.  */
+		.force_step = getenv("CPROF_HEAP_FORCE_STEP") != NULL,
+	};
+	if (setpriority(PRIO_PROCESS, 0, -10) == 0 && o->verbose)
+		message("tracing thread at nice -10");
+	struct timespec started;
+	clock_gettime(CLOCK_REALTIME, &started);
+	meta->time_nanos = (uint64_t)started.tv_sec * 1000000000u +
+			   (uint64_t)started.tv_nsec;
+	struct cp_heap *heap = NULL;
+	int rc = cp_heap_start(target, unwinder, symbols, profile, &ho, &heap);
+	proc_cmdline(pid, meta->target, sizeof(meta->target));
+	if (rc < 0) {
+		if (rc == -CP_E_NOALLOC)
+			message("no allocator entry points found in process %d: "
+				"malloc is not exported by any of its modules "
+				"(a static binary without symbols?)", (int)pid);
+		else if (rc == -CP_E_GONE || cp_target_exited(target))
+			message("process %d exited before heap tracing began",
+				(int)pid);
+		else
+			message("cannot set breakpoints in process %d: %s: %s",
+				(int)pid, cp_strerror(rc), strerror(errno));
+		cp_target_detach(target);
+		cp_output_abort(out);
+		return rc == -CP_E_NOALLOC ? EXIT_USAGE : EXIT_RUNTIME;
+	}
+	const char *where = "";
+	size_t nbps = cp_heap_breakpoints(heap, &where);
+	if (!o->quiet)
+		message("tracing the heap of %d (%s): %zu breakpoints in %s",
+			(int)pid, meta->target, nbps, where);
+	int run_rc = cp_heap_run(heap);
+	int finish_rc = cp_heap_finish(heap);
+	const struct cp_heap_summary *s = cp_heap_summary(heap);
+	/* Let the target go before writing anything.  */
+	cp_target_detach(target);
+	meta->duration_nanos = (uint64_t)(s->duration * 1e9);
+	if (run_rc < 0)
+		message("heap tracing failed: %s; every byte was restored and "
+			"the target detached", cp_strerror(run_rc));
+	if (finish_rc < 0)
+		message("WARNING: not every byte written into process %d could "
+			"be restored (see above)", (int)pid);
+	if (s->target_exec)
+		message("process %d called execve: heap tracing stopped there",
+			(int)pid);
+
+	size_t used = 0;
+	for (int i = 0; i < argc && used < sizeof(meta->command) - 1; i++)
+		used += (size_t)snprintf(meta->command + used,
+					 sizeof(meta->command) - used, "%s%s",
+					 i ? " " : "", argv[i]);
+	FILE *stream = cp_output_stream(out);
+	if (strcmp(o->format, "report") == 0) {
+		rc = cp_heap_write_report(s, profile, o->top, stream);
+	} else if (strcmp(o->format, "pprof") == 0) {
+		snprintf(meta->unit, sizeof(meta->unit), "heap");
+		rc = cp_heap_fill_profile(heap, profile, CP_HEAP_ALLOC_COUNT);
+		if (rc == 0)
+			rc = cp_write_pprof(profile, stream);
+	} else {
+		bool bytes = o->heap_metric == CP_HEAP_LIVE_BYTES ||
+			     o->heap_metric == CP_HEAP_ALLOC_BYTES;
+		snprintf(meta->unit, sizeof(meta->unit), "%s",
+			 bytes ? "bytes" : "allocations");
+		rc = cp_heap_fill_profile(heap, profile,
+					  (enum cp_heap_metric)o->heap_metric);
+		if (rc == 0 && strcmp(o->format, "folded") == 0) {
+			struct cp_folded_options fo = {
+				.lines = o->lines,
+				.no_inline = o->no_inline,
+				.max_depth = o->max_depth,
+			};
+			rc = cp_write_folded(profile, &fo, stream);
+		} else if (rc == 0) {
+			struct cp_svg_options svo = {.minwidth = -1};
+			rc = cp_write_svg(profile, &svo, stream);
+		}
+	}
+	const char *path = o->output ? o->output : "-";
+	if (rc < 0) {
+		message("cannot write the heap profile to %s: %s", path,
+			strerror(errno));
+		cp_output_abort(out);
+		goto done;
+	}
+	rc = cp_output_commit(out);
+	if (rc < 0) {
+		message("cannot write the heap profile to %s: %s", path,
+			strerror(errno));
+		goto done;
+	}
+	if (!o->quiet)
+		message("%llu allocations (%llu bytes), %llu frees; %llu "
+			"allocations (%llu bytes) live at the end; %s written "
+			"to %s",
+			(unsigned long long)s->allocations,
+			(unsigned long long)s->alloc_bytes,
+			(unsigned long long)s->frees,
+			(unsigned long long)s->live_count,
+			(unsigned long long)s->live_bytes, o->format, path);
+	exit_code = run_rc < 0 || finish_rc < 0 ? EXIT_RUNTIME : EXIT_OK;
+done:
+	cp_heap_free(heap);
+	return exit_code;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
@@ -667,7 +845,10 @@ int main(int argc, char **argv)
 	}
 
 	if (o.command) {
-		rc = cp_target_launch(o.command, CP_TARGET_FOLLOW_CLONES, &target);
+		rc = cp_target_launch(o.command,
+				      CP_TARGET_FOLLOW_CLONES |
+					      (o.heap ? CP_TARGET_FOLLOW_FORKS : 0),
+				      &target);
 		if (rc == -CP_E_EXEC) {
 			message("cannot run '%s': %s", o.command[0],
 				strerror(errno));
@@ -685,7 +866,10 @@ int main(int argc, char **argv)
 		/* A dump stops the threads there are now; no need to follow
 		 * new ones.  */
 		rc = cp_target_attach(o.pid, o.tids, o.ntids,
-				      o.dump ? 0 : CP_TARGET_FOLLOW_CLONES,
+				      o.dump ? 0
+					     : CP_TARGET_FOLLOW_CLONES |
+						       (o.heap ? CP_TARGET_FOLLOW_FORKS
+							       : 0),
 				      &target, &tracer);
 		if (rc < 0) {
 			exit_code = explain_attach_error(rc, o.pid, tracer, &o);
@@ -726,6 +910,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	if (o.heap) {
+		exit_code = run_heap(&o, target, unwinder, symbols, profile,
+				     out, argc, argv);
+		target = NULL; /* detached by run_heap */
+		out = NULL;
+		goto out;
+	}
 	if (o.dump) {
 		exit_code = run_dump(&o, target, unwinder, symbols, out);
 		target = NULL; /* detached by run_dump */
