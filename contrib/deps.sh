@@ -15,6 +15,8 @@ packages=(
 	debuginfod libc6-dbg           # symbol tests: a real debuginfod, libc's debug info
 	check                          # unit and end-to-end tests
 	linux-perf elfutils time       # reference tools for make bench
+	ltrace heaptrack               # reference tools for bench/heap.sh
+	libjemalloc2                   # heap fixtures: heap-leak-jemalloc links it
 	procps                         # ps, used by tests and the demo
 )
 
