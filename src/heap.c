@@ -16,6 +16,7 @@
 
 #include "cprof/error.h"
 #include "cprof/insn.h"
+#include "cprof/procfs.h"
 #include "resolver.h"
 
 #define INT3 0xcc
@@ -65,9 +66,11 @@ struct tstate {
 	uint64_t alloc_seq;   /* allocations made by this thread */
 };
 
-/* One live block.  */
+/* One block: live, or freed and not yet born again (so that a second
+ * free of it is told from a free of a block born before we attached).  */
 struct block {
 	uint64_t ptr;         /* 0: empty slot */
+	bool live;
 	uint64_t size;
 	uint64_t t_ns;
 	uint64_t seq;         /* the thread's alloc_seq when born */
@@ -89,10 +92,13 @@ struct cp_heap {
 	size_t nbps;
 	struct breakpoint entry;  /* launch mode: at the program's entry */
 	char where[256];          /* modules the breakpoints are in */
+	uint64_t alloc_lo, alloc_hi; /* the file mapping free() is in */
+	uint64_t free_rsp;        /* stack pointer at the free being handled */
 	struct tstate *threads;
 	size_t nthreads, threads_cap;
 	struct block *blocks;     /* open addressing, linear probing */
 	size_t blocks_cap, nblocks;
+	size_t nfreed;            /* entries of freed blocks */
 	struct cp_heap_site *sites;
 	size_t sites_cap;
 	struct cp_heap_point *points;
@@ -107,6 +113,11 @@ struct cp_heap {
 	int error;                /* first internal failure */
 	struct cp_heap_summary s;
 };
+
+static bool read_u64(pid_t pid, uint64_t addr, uint64_t *v)
+{
+	return cp_target_read(pid, addr, v, sizeof(*v)) == (ssize_t)sizeof(*v);
+}
 
 static uint64_t now_ns(void)
 {
@@ -154,60 +165,55 @@ static struct block *block_find(struct cp_heap *h, uint64_t ptr)
 	}
 }
 
-static bool block_insert(struct cp_heap *h, const struct block *b);
+/* Freed entries kept at most (beyond 4 per live block): 24 MB.  */
+#define FREED_KEPT (1u << 20)
 
-static bool blocks_grow(struct cp_heap *h)
+/* Rehash into a table of CAP slots; KEEP_FREED false drops the entries
+ * of freed blocks.  */
+static bool blocks_rebuild(struct cp_heap *h, size_t cap, bool keep_freed)
 {
 	size_t old_cap = h->blocks_cap;
 	struct block *old = h->blocks;
-	size_t cap = old_cap ? old_cap * 2 : 1024;
-	h->blocks = calloc(cap, sizeof(*h->blocks));
-	if (!h->blocks) {
-		h->blocks = old;
+	struct block *fresh = calloc(cap, sizeof(*fresh));
+	if (!fresh)
 		return false;
-	}
+	h->blocks = fresh;
 	h->blocks_cap = cap;
 	h->nblocks = 0;
-	for (size_t i = 0; i < old_cap; i++)
-		if (old[i].ptr)
-			block_insert(h, &old[i]);
+	h->nfreed = 0;
+	for (size_t i = 0; i < old_cap; i++) {
+		if (!old[i].ptr || (!old[i].live && !keep_freed))
+			continue;
+		h->nfreed += !old[i].live;
+		size_t j = block_hash(old[i].ptr, cap);
+		while (fresh[j].ptr)
+			j = (j + 1) & (cap - 1);
+		fresh[j] = old[i];
+		h->nblocks++;
+	}
 	free(old);
 	return true;
 }
 
 static bool block_insert(struct cp_heap *h, const struct block *b)
 {
-	if ((h->nblocks + 1) * 2 > h->blocks_cap && !blocks_grow(h))
-		return false;
+	if ((h->nblocks + 1) * 2 > h->blocks_cap) {
+		/* Full: double, or drop the freed entries once they are
+		 * many (a free of a dropped one then reads "untracked").  */
+		size_t live = h->nblocks - h->nfreed;
+		bool keep = h->nfreed < FREED_KEPT || h->nfreed < 4 * live;
+		size_t cap = h->blocks_cap ? h->blocks_cap : 1024;
+		if (keep || (live + 1) * 4 > cap)
+			cap *= 2;
+		if (!blocks_rebuild(h, cap, keep))
+			return false;
+	}
 	size_t i = block_hash(b->ptr, h->blocks_cap);
 	while (h->blocks[i].ptr)
 		i = (i + 1) & (h->blocks_cap - 1);
 	h->blocks[i] = *b;
 	h->nblocks++;
 	return true;
-}
-
-/* Remove B, shifting later entries of its probe run back (no
- * tombstones).  */
-static void block_remove(struct cp_heap *h, struct block *b)
-{
-	size_t mask = h->blocks_cap - 1;
-	size_t i = (size_t)(b - h->blocks), j = i;
-	h->blocks[i].ptr = 0;
-	for (;;) {
-		j = (j + 1) & mask;
-		if (h->blocks[j].ptr == 0)
-			break;
-		size_t k = block_hash(h->blocks[j].ptr, h->blocks_cap);
-		/* Move J into the hole at I unless its home K lies
-		 * cyclically in (I, J].  */
-		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
-			h->blocks[i] = h->blocks[j];
-			h->blocks[j].ptr = 0;
-			i = j;
-		}
-	}
-	h->nblocks--;
 }
 
 /* ------------------------------------------------------ accounting */
@@ -265,6 +271,20 @@ static unsigned size_bucket(uint64_t size)
 	return size ? 64u - (unsigned)__builtin_clzll(size) : 0u;
 }
 
+/* Take the live block B out of the live totals.  */
+static void unlive(struct cp_heap *h, struct block *b)
+{
+	struct cp_heap_site *st = site(h, b->stack);
+	if (st) {
+		st->live_count--;
+		st->live_bytes -= b->size;
+	}
+	h->s.live_count--;
+	h->s.live_bytes -= b->size;
+	b->live = false;
+	h->nfreed++;
+}
+
 static void on_alloc(struct cp_heap *h, struct tstate *ts, uint64_t ptr,
 		     uint64_t size, uint64_t now)
 {
@@ -272,23 +292,22 @@ static void on_alloc(struct cp_heap *h, struct tstate *ts, uint64_t ptr,
 		h->s.failed++;
 		return;
 	}
-	struct block *old = block_find(h, ptr);
-	if (old) {
-		/* Born twice: its free was not seen (a free from a
-		 * vfork child, or before attach).  Forget the old one.  */
-		struct cp_heap_site *st = site(h, old->stack);
-		if (st) {
-			st->live_count--;
-			st->live_bytes -= old->size;
-		}
-		h->s.live_count--;
-		h->s.live_bytes -= old->size;
-		block_remove(h, old);
-	}
-	struct block b = { ptr, size, now, ++ts->alloc_seq, ts->stack,
+	struct block b = { ptr, true, size, now, ++ts->alloc_seq, ts->stack,
 			   ts->tid };
 	struct cp_heap_site *st = site(h, ts->stack);
-	if (!st || !block_insert(h, &b)) {
+	struct block *slot = block_find(h, ptr);
+	if (slot && slot->live) {
+		/* Born twice: its free was not seen (a free by a vfork
+		 * child).  Forget the old one.  */
+		unlive(h, slot);
+	}
+	if (slot) {
+		*slot = b;
+		h->nfreed--;
+	} else if (!block_insert(h, &b)) {
+		st = NULL;
+	}
+	if (!st) {
 		fail(h, -CP_E_NOMEM);
 		return;
 	}
@@ -307,9 +326,10 @@ static void on_alloc(struct cp_heap *h, struct tstate *ts, uint64_t ptr,
 	}
 }
 
-/* A block goes away: free(), or the old block of a realloc.  */
+/* A block goes away: free() called from CALLER (0 when unknown), or the
+ * old block of a realloc.  */
 static void on_release(struct cp_heap *h, uint64_t ptr, uint64_t now,
-		       bool is_free)
+		       bool is_free, uint64_t caller)
 {
 	if (!ptr) {
 		if (is_free)
@@ -317,9 +337,20 @@ static void on_release(struct cp_heap *h, uint64_t ptr, uint64_t now,
 		return;
 	}
 	struct block *b = block_find(h, ptr);
-	if (!b) {
-		if (is_free)
-			h->s.untracked_frees++;
+	if (!b || !b->live) {
+		if (!is_free)
+			return;
+		if (caller == 0 && h->alloc_hi)
+			read_u64(h->pid, h->free_rsp, &caller);
+		if (caller >= h->alloc_lo && caller < h->alloc_hi)
+			/* The allocator's own code freeing what it keeps
+			 * (glibc frees each thread's tcache entries when the
+			 * thread exits): not the program's.  */
+			h->s.internal_frees++;
+		else if (!b)
+			h->s.untracked_frees++; /* born before we attached */
+		else
+			h->s.repeat_frees++;    /* freed twice */
 		return;
 	}
 	if (is_free) {
@@ -328,15 +359,10 @@ static void on_release(struct cp_heap *h, uint64_t ptr, uint64_t now,
 		if (now - b->t_ns <= TEMPORARY_NS ||
 		    (owner && owner->alloc_seq == b->seq))
 			h->s.temporary++;
+	} else {
+		h->s.realloc_releases++;
 	}
-	struct cp_heap_site *st = site(h, b->stack);
-	if (st) {
-		st->live_count--;
-		st->live_bytes -= b->size;
-	}
-	h->s.live_count--;
-	h->s.live_bytes -= b->size;
-	block_remove(h, b);
+	unlive(h, b);
 }
 
 /* The outermost call of TS returned RESULT.  */
@@ -372,11 +398,11 @@ static void on_return(struct cp_heap *h, struct tstate *ts, uint64_t result)
 	case CP_HEAP_REALLOCARRAY: {
 		uint64_t size = ts->fn == CP_HEAP_REALLOC ? a[1] : a[1] * a[2];
 		if (result) {
-			on_release(h, a[0], now, false);
+			on_release(h, a[0], now, false, 0);
 			on_alloc(h, ts, result, size, now);
 		} else if (size == 0 && a[0]) {
 			/* realloc(p, 0) freed P.  */
-			on_release(h, a[0], now, false);
+			on_release(h, a[0], now, false, 0);
 		} else {
 			h->s.failed++;
 		}
@@ -442,10 +468,6 @@ struct module {
 	uint64_t bias;     /* load bias (link_map l_addr) */
 };
 
-static bool read_u64(pid_t pid, uint64_t addr, uint64_t *v)
-{
-	return cp_target_read(pid, addr, v, sizeof(*v)) == (ssize_t)sizeof(*v);
-}
 
 static uint64_t auxv_value(pid_t pid, uint64_t type)
 {
@@ -710,6 +732,15 @@ static int arm(struct cp_heap *h)
 		}
 	}
 	rc = h->nbps && h->s.traced[CP_HEAP_MALLOC] ? 0 : -CP_E_NOALLOC;
+	struct cp_maps *maps = NULL;
+	if (rc == 0 && addrs[CP_HEAP_FREE] && cp_maps_read(h->pid, &maps) == 0) {
+		const struct cp_map *m = cp_maps_find(maps, addrs[CP_HEAP_FREE]);
+		if (m) {
+			h->alloc_lo = m->start;
+			h->alloc_hi = m->end;
+		}
+		cp_maps_free(maps);
+	}
 	if (rc == 0) {
 		h->phase = TRACING;
 		h->t0_ns = now_ns();
@@ -829,7 +860,8 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 	if (outer) {
 		h->s.calls[bp->fn]++;
 		if (bp->fn == CP_HEAP_FREE) {
-			on_release(h, regs.rdi, now_ns(), true);
+			h->free_rsp = regs.rsp;
+			on_release(h, regs.rdi, now_ns(), true, 0);
 		} else {
 			if (bp->fn == CP_HEAP_REALLOC ||
 			    bp->fn == CP_HEAP_REALLOCARRAY)

@@ -205,11 +205,16 @@ int cp_heap_write_report(const struct cp_heap_summary *s,
 	fprintf(f, "\nallocations   %llu (%llu bytes)\n",
 		(unsigned long long)s->allocations,
 		(unsigned long long)s->alloc_bytes);
-	fprintf(f, "frees         %llu tracked, %llu untracked, %llu of NULL\n",
+	fprintf(f, "frees         %llu tracked, %llu untracked, %llu of NULL, "
+		"%llu double, %llu inside the allocator\n",
 		(unsigned long long)s->frees,
 		(unsigned long long)s->untracked_frees,
-		(unsigned long long)s->null_frees);
-	fprintf(f, "reallocs      %llu\n", (unsigned long long)s->reallocs);
+		(unsigned long long)s->null_frees,
+		(unsigned long long)s->repeat_frees,
+		(unsigned long long)s->internal_frees);
+	fprintf(f, "reallocs      %llu (%llu released their old block)\n",
+		(unsigned long long)s->reallocs,
+		(unsigned long long)s->realloc_releases);
 	fprintf(f, "failed        %llu\n", (unsigned long long)s->failed);
 	fprintf(f, "temporary     %llu (%.1f %% of allocations)\n",
 		(unsigned long long)s->temporary, temp);

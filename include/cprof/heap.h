@@ -92,7 +92,14 @@ struct cp_heap_summary {
 	uint64_t frees;           /* tracked frees (blocks we saw born) */
 	uint64_t untracked_frees; /* frees of blocks born before attach */
 	uint64_t null_frees;      /* free(NULL) */
+	uint64_t repeat_frees;    /* frees of blocks already freed (double
+				   * frees) by the program */
+	uint64_t internal_frees;  /* frees by the allocator's own code of
+				   * blocks not live (glibc flushes each
+				   * thread's tcache at thread exit) */
 	uint64_t reallocs;        /* realloc/reallocarray calls */
+	uint64_t realloc_releases; /* tracked blocks realloc moved or freed:
+				    * allocations = frees + these + live */
 	uint64_t temporary;       /* freed within 1 ms, or before the same
 				   * thread's next allocation */
 	uint64_t live_count, live_bytes; /* at the end */
