@@ -923,8 +923,12 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 		}
 		cp_target_resume(h->target, tid);
 	}
-	if (want_stack)
+	if (want_stack) {
+		/* Once per thread: where its stack ends, so the next copies
+		 * take exactly the used part (read after the resume).  */
+		cp_target_learn_stack(h->target, tid, regs.rsp);
 		record_stack(h, ts);
+	}
 	return CP_TRAP_HANDLED;
 }
 
