@@ -1418,3 +1418,140 @@ size_t tu_count_lines(const char *text)
 		lines++;
 	return lines;
 }
+
+/* ------------------------------------------- fixtures driven on stdin */
+
+struct tu_proc *tu_fixture_start_stdin(int *stdin_fd, const char *name, ...)
+{
+	const char *args[9] = { NULL };
+	size_t argc = 0;
+	int pipe_fds[2];
+	int saved_stdin;
+	struct tu_proc *proc;
+	va_list rest;
+	const char *arg;
+
+	*stdin_fd = -1;
+	va_start(rest, name);
+	while ((arg = va_arg(rest, const char *)) != NULL && argc < 8)
+		args[argc++] = arg;
+	va_end(rest);
+	if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+		perror("testutil: pipe2");
+		return NULL;
+	}
+	/* tu_fixture_start's child inherits our fd 0: for the time of the
+	 * call, make that the read end of the pipe (dup2 clears
+	 * close-on-exec on the copy), then put our own stdin back.  */
+	saved_stdin = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (dup2(pipe_fds[0], STDIN_FILENO) < 0) {
+		perror("testutil: dup2");
+		close(pipe_fds[0]);
+		close(pipe_fds[1]);
+		if (saved_stdin >= 0)
+			close(saved_stdin);
+		return NULL;
+	}
+	/* The unused trailing arguments are NULL: the list ends at the
+	 * first of them.  */
+	proc = tu_fixture_start(name, args[0], args[1], args[2], args[3],
+				args[4], args[5], args[6], args[7], NULL);
+	if (saved_stdin >= 0) {
+		dup2(saved_stdin, STDIN_FILENO);
+		close(saved_stdin);
+	} else {
+		close(STDIN_FILENO);
+	}
+	close(pipe_fds[0]);
+	if (proc == NULL) {
+		close(pipe_fds[1]);
+		return NULL;
+	}
+	*stdin_fd = pipe_fds[1];
+	return proc;
+}
+
+bool tu_proc_wait_line_prefix(struct tu_proc *proc, const char *prefix,
+			      int timeout_ms)
+{
+	uint64_t deadline_ns = deadline_in(timeout_ms);
+
+	for (;;) {
+		int left;
+
+		if (has_line(proc->output, prefix, false))
+			return true;
+		left = ms_left(deadline_ns);
+		if (proc->stdout_fd < 0 || left == 0)
+			return false;
+		read_some(proc, left);
+	}
+}
+
+/* True when TEXT holds a complete line containing NEEDLE.  */
+static bool has_line_containing(const char *text, const char *needle)
+{
+	const char *start = text;
+	const char *end;
+
+	while ((end = strchr(start, '\n')) != NULL) {
+		if (memmem(start, (size_t)(end - start), needle,
+			   strlen(needle)) != NULL)
+			return true;
+		start = end + 1;
+	}
+	return false;
+}
+
+/* Everything RUN wrote to stderr so far, NUL-ended; the caller frees.  */
+static char *stderr_so_far(const struct tu_run *run)
+{
+	char *text = xmalloc(1);
+	size_t len = 0;
+	char chunk[4096];
+	ssize_t got;
+
+	text[0] = '\0';
+	if (run->err_file == NULL)
+		return text;
+	/* pread: the stream's own offset and buffer stay untouched for
+	 * slurp() in tu_run_wait.  */
+	while ((got = pread(fileno(run->err_file), chunk, sizeof(chunk),
+			    (off_t)len)) > 0) {
+		text = xrealloc(text, len + (size_t)got + 1);
+		memcpy(text + len, chunk, (size_t)got);
+		len += (size_t)got;
+		text[len] = '\0';
+	}
+	return text;
+}
+
+bool tu_run_wait_stderr(struct tu_run *run, const char *text, int timeout_ms)
+{
+	uint64_t deadline_ns = deadline_in(timeout_ms);
+
+	if (run == NULL || run->pid <= 0)
+		return false;
+	for (;;) {
+		siginfo_t info;
+		bool exited = run->finished;
+		char *err;
+		bool found;
+
+		if (!exited) {
+			/* WNOWAIT: notice the exit without reaping.  */
+			memset(&info, 0, sizeof(info));
+			exited = waitid(P_PID, (id_t)run->pid, &info,
+					WEXITED | WNOHANG | WNOWAIT) == 0
+				 && info.si_pid == run->pid;
+		}
+		err = stderr_so_far(run);
+		found = has_line_containing(err, text);
+		free(err);
+		if (found)
+			return true;
+		if (exited || ms_left(deadline_ns) == 0)
+			return false;
+		poll(NULL, 0, 1);
+	}
+}

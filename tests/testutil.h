@@ -277,4 +277,27 @@ const char *tu_machine_load(void);
 /* Lines in TEXT (a last line without newline counts).  */
 size_t tu_count_lines(const char *text);
 
+/* ------------------------------------------- fixtures driven on stdin */
+
+/* Start fixture NAME like tu_fixture_start (at most 8 arguments after
+ * NAME, up to a NULL), with its stdin on a pipe as well: the write end
+ * (close-on-exec, so no other child holds it) is stored in *STDIN_FD, and
+ * the caller writes the fixture's input there and closes it (end of file
+ * for the fixture).  Returns NULL (after printing why) when the fixture
+ * cannot be started; *STDIN_FD is then -1.  */
+struct tu_proc *tu_fixture_start_stdin(int *stdin_fd, const char *name, ...)
+	__attribute__((sentinel));
+
+/* Read PROC's stdout until a complete line starting with PREFIX has been
+ * received (lines seen earlier count too), or TIMEOUT_MS passed, or the
+ * pipe closed.  True when such a line was seen.  */
+bool tu_proc_wait_line_prefix(struct tu_proc *proc, const char *prefix,
+			      int timeout_ms);
+
+/* Wait up to TIMEOUT_MS for RUN's stderr (so far) to hold a line that
+ * contains TEXT, polling the capture file every millisecond.  RUN is not
+ * reaped: tu_run_wait still collects it.  True when the line appeared;
+ * false on timeout or when RUN exited without writing it.  */
+bool tu_run_wait_stderr(struct tu_run *run, const char *text, int timeout_ms);
+
 #endif

@@ -1,0 +1,1301 @@
+/* End-to-end tests of cprof-attach --heap: run the real program on the
+ * heap fixtures (fixtures/heap-*.c) and check what a user would check:
+ * the per-function call counts and bytes equal to what the fixture says
+ * it did, the leak found at the right site with the right stack, the
+ * accounting identity (allocations = tracked frees + realloc releases +
+ * live at the end), the target computing correctly while traced and
+ * after, and every byte of its code restored whenever the run ends.
+ *
+ * The heap fixtures talk on stdin and stdout (heap-fixture.h): "ready",
+ * then "go" from us starts the work phase, "done ..." reports the exact
+ * counts, "exit" from us ends them ("ok").  The tests attach after
+ * "ready" and say "go" only once cprof-attach has printed its "tracing
+ * the heap" line, so every call of the work phase is traced and the
+ * counts are exact.  Each test starts its own fixture (never a sleep:
+ * every wait is on a pipe line or a process exit, with a bound that only
+ * ends a test that hangs); the teardown kills and reaps whatever is left
+ * (tu_cleanup), and every test case has a Check timeout.  On a failed
+ * check the cprof-attach run (status, stdout, stderr), the report and the
+ * fixture's output are printed to stderr first.  */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+/* Generous bounds: they only end a test that hangs (a trap costs 20-60
+ * microseconds on a slow machine, and heap-stress makes 400000 calls).  */
+#define READY_TIMEOUT_MS 15000     /* fixture start-up */
+#define TRACING_TIMEOUT_MS 30000   /* cprof-attach until breakpoints are in */
+#define WORK_TIMEOUT_MS 60000      /* a small fixture's traced work phase */
+#define STRESS_TIMEOUT_MS 200000   /* heap-stress 4 100000, traced */
+#define RUN_TIMEOUT_MS 30000       /* cprof-attach from its end to its exit */
+#define EXIT_TIMEOUT_MS 15000      /* a fixture from "exit" to its exit */
+
+/* ------------------------------------------------------- test context */
+
+/* What a failed check prints: the current cprof-attach run, the report
+ * it wrote, the fixture (any may be NULL).  */
+static struct {
+	struct tu_run *run;
+	const char *report;
+	struct tu_proc *fixture;
+} ctx;
+
+/* The write end of the current fixture's stdin, -1 when none.  */
+static int fixture_stdin = -1;
+
+static void dump_context(void)
+{
+	if (ctx.run != NULL)
+		tu_run_dump(ctx.run, "heap", 4000);
+	if (ctx.report != NULL) {
+		size_t len = strlen(ctx.report);
+
+		fprintf(stderr, "  --- report (%zu bytes%s)\n%.*s\n", len,
+			len > 6000 ? ", first part" : "",
+			(int)(len > 6000 ? 6000 : len), ctx.report);
+	}
+	if (ctx.fixture != NULL)
+		fprintf(stderr, "  --- fixture %d stdout:\n%s\n",
+			(int)ctx.fixture->pid, ctx.fixture->output);
+}
+
+/* Fail the test with a formatted message after printing the context.  */
+#define CHECK(cond, ...)                                                   \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "%s:%d: check failed: %s\n",       \
+				__FILE__, __LINE__, #cond);                \
+			dump_context();                                    \
+			ck_abort_msg(__VA_ARGS__);                         \
+		}                                                          \
+	} while (0)
+
+static void setup(void)
+{
+	/* A fixture that died must fail the check that writes to it, not
+	 * kill the test with SIGPIPE (children get SIG_DFL back).  */
+	signal(SIGPIPE, SIG_IGN);
+	ctx.run = NULL;
+	ctx.report = NULL;
+	ctx.fixture = NULL;
+	fixture_stdin = -1;
+}
+
+static void teardown(void)
+{
+	if (fixture_stdin >= 0)
+		close(fixture_stdin);
+	fixture_stdin = -1;
+	ctx.run = NULL;
+	ctx.report = NULL;
+	ctx.fixture = NULL;
+	tu_cleanup();
+	unsetenv("CPROF_HEAP_FORCE_STEP");
+}
+
+/* ---------------------------------------------------- fixture driving */
+
+/* Start heap fixture NAME with up to three arguments (NULL ends them)
+ * and its stdin on our pipe; wait for its "ready".  */
+static struct tu_proc *start_fixture(const char *name, const char *arg1,
+				     const char *arg2, const char *arg3)
+{
+	struct tu_proc *fixture;
+
+	fixture = tu_fixture_start_stdin(&fixture_stdin, name, arg1, arg2,
+					 arg3, NULL);
+	CHECK(fixture != NULL, "fixture %s could not be started", name);
+	ctx.fixture = fixture;
+	CHECK(tu_proc_wait_line(fixture, "ready", READY_TIMEOUT_MS),
+	      "fixture %s (%d) did not print \"ready\"", name,
+	      (int)fixture->pid);
+	return fixture;
+}
+
+/* Write LINE and a newline to the fixture's stdin.  */
+static void say(const char *line)
+{
+	char text[64];
+	int len = snprintf(text, sizeof(text), "%s\n", line);
+
+	CHECK(fixture_stdin >= 0, "no fixture stdin to say \"%s\" to", line);
+	CHECK(write(fixture_stdin, text, (size_t)len) == len,
+	      "cannot write \"%s\" to the fixture: %s", line, strerror(errno));
+}
+
+/* A copy of the fixture's first stdout line starting with PREFIX, after
+ * waiting for it up to TIMEOUT_MS; the caller frees it.  */
+static char *wait_line(struct tu_proc *fixture, const char *prefix,
+		       int timeout_ms)
+{
+	size_t prefix_len = strlen(prefix);
+	const char *start;
+
+	CHECK(tu_proc_wait_line_prefix(fixture, prefix, timeout_ms),
+	      "fixture %d did not print a \"%s\" line within %d s (%s)",
+	      (int)fixture->pid, prefix, timeout_ms / 1000,
+	      tu_machine_load());
+	/* Only now: reading the pipe may have moved the output.  */
+	start = fixture->output;
+	for (;;) {
+		const char *end = strchr(start, '\n');
+
+		ck_assert_ptr_nonnull(end);
+		if (strncmp(start, prefix, prefix_len) == 0)
+			return strndup(start, (size_t)(end - start));
+		start = end + 1;
+	}
+}
+
+/* The number after " KEY=" in a "done ..." line, -1 when missing.  */
+static long long done_value(const char *done, const char *key)
+{
+	char pattern[64];
+	const char *hit;
+
+	snprintf(pattern, sizeof(pattern), " %s=", key);
+	hit = strstr(done, pattern);
+	if (hit == NULL)
+		return -1;
+	return strtoll(hit + strlen(pattern), NULL, 10);
+}
+
+/* The fixture's "done" value KEY, which must be there.  */
+static unsigned long long done_count(const char *done, const char *key)
+{
+	long long value = done_value(done, key);
+
+	CHECK(value >= 0, "no %s= in the fixture's line: %s", key, done);
+	return (unsigned long long)value;
+}
+
+/* Say "exit" and check that the fixture ends the way it should: a line
+ * equal to OK_LINE ("ok", or "ok N" for heap-stress) and exit status 0.
+ * This is how the tests see that the target still computed correctly
+ * after the tracer wrote into its code and left.  */
+static void finish_fixture(struct tu_proc *fixture, const char *ok_line)
+{
+	say("exit");
+	CHECK(tu_proc_wait_exit(fixture, EXIT_TIMEOUT_MS),
+	      "fixture %d did not exit after \"exit\"", (int)fixture->pid);
+	CHECK(tu_proc_wait_line(fixture, ok_line, 0),
+	      "fixture %d did not print \"%s\"", (int)fixture->pid, ok_line);
+	CHECK(WIFEXITED(fixture->status) && WEXITSTATUS(fixture->status) == 0,
+	      "fixture %d ended with wait status %#x, expected exit 0",
+	      (int)fixture->pid, (unsigned)fixture->status);
+}
+
+/* ------------------------------------------------------ cprof-attach */
+
+/* Start cprof-attach --heap EXTRA... -o OUTPUT PID on FIXTURE (EXTRA: a
+ * NULL-ended list, may be NULL) and wait until its breakpoints are in:
+ * the "tracing the heap of" line on its stderr.  */
+static struct tu_run *attach_heap(const struct tu_proc *fixture,
+				  const char *output,
+				  const char *const extra[])
+{
+	const char *args[32];
+	size_t argc = 0;
+	struct tu_run *run;
+
+	args[argc++] = "--heap";
+	for (size_t i = 0; extra != NULL && extra[i] != NULL; i++)
+		args[argc++] = extra[i];
+	args[argc++] = "-o";
+	args[argc++] = output;
+	args[argc++] = fixture->pid_text;
+	args[argc] = NULL;
+	run = tu_cprof_startv(args);
+	CHECK(run != NULL, "cprof-attach could not be started");
+	ctx.run = run;
+	if (!tu_run_wait_stderr(run, "tracing the heap of ",
+				TRACING_TIMEOUT_MS)) {
+		tu_run_wait(run, 0);
+		CHECK(false, "cprof-attach --heap %s did not print \"tracing "
+		      "the heap of ...\" within %d s", fixture->pid_text,
+		      TRACING_TIMEOUT_MS / 1000);
+	}
+	return run;
+}
+
+/* Check that RUN finished in time with exit status 0.  */
+static void expect_exit_ok(struct tu_run *run, int timeout_ms)
+{
+	CHECK(tu_run_wait(run, timeout_ms),
+	      "cprof-attach did not exit within %d s", timeout_ms / 1000);
+	CHECK(tu_run_exit_code(run) == 0, "cprof-attach exited with %d, "
+	      "expected 0", tu_run_exit_code(run));
+}
+
+/* End RUN with SIGNO and check that it exits 0.  */
+static void end_run(struct tu_run *run, int signo)
+{
+	CHECK(kill(run->pid, signo) == 0, "kill(%d, %d): %s", (int)run->pid,
+	      signo, strerror(errno));
+	expect_exit_ok(run, RUN_TIMEOUT_MS);
+}
+
+/* Check that the finished RUN printed the line "cprof-attach: tracing
+ * the heap of PID (CMDLINE): N breakpoints in WHERE" with N > 0 and that
+ * CMDLINE starts with the fixture's path.  */
+static void expect_tracing_line(const struct tu_run *run,
+				const struct tu_proc *fixture,
+				const char *fixture_name, const char *where)
+{
+	char prefix[128];
+	char tail[128];
+	const char *line;
+	const char *end;
+	const char *colon;
+	unsigned long breakpoints = 0;
+
+	snprintf(prefix, sizeof(prefix), "cprof-attach: tracing the heap of "
+		 "%s (%s/fixtures/%s", fixture->pid_text, CP_BUILD_DIR,
+		 fixture_name);
+	line = strstr(run->err, prefix);
+	CHECK(line != NULL && (line == run->err || line[-1] == '\n'),
+	      "no line starting with \"%s\" on stderr", prefix);
+	end = strchr(line, '\n');
+	CHECK(end != NULL, "the tracing line does not end");
+	/* The command line may itself hold "): ", so take the last one.  */
+	colon = NULL;
+	for (const char *p = line; p + 3 <= end; p++)
+		if (memcmp(p, "): ", 3) == 0)
+			colon = p;
+	CHECK(colon != NULL, "no \"): \" in the tracing line");
+	snprintf(tail, sizeof(tail), "%.*s", (int)(end - colon - 3),
+		 colon + 3);
+	CHECK(sscanf(tail, "%lu breakpoints in ", &breakpoints) == 1
+	      && breakpoints > 0,
+	      "the tracing line does not say \"N breakpoints in\": %s", tail);
+	CHECK(strstr(tail, " in ") != NULL
+	      && strcmp(strstr(tail, " in ") + 4, where) == 0,
+	      "the tracing line says \"%s\", expected the breakpoints in %s",
+	      tail, where);
+}
+
+/* ------------------------------------------------------------ reports */
+
+#define MAX_SITES 16
+#define LIVE_TABLE " sites by live bytes at end (leak candidates)\n"
+#define ALLOC_TABLE " sites by bytes allocated\n"
+#define MAX_FRAMES 24
+
+/* One site of a "top N sites" table.  */
+struct site {
+	/* live table: live bytes and count, then all bytes and count;
+	 * alloc table: all bytes and count, then live bytes and count.  */
+	unsigned long long bytes, count, other_bytes, other_count;
+	char frames[MAX_FRAMES][256];  /* function names, innermost first */
+	size_t depth;
+};
+
+/* A call line: "  NAME  COUNT  (MODULE)" or "  NAME  -  (NOTE)".  */
+struct call {
+	bool found;
+	bool counted;                 /* a number, not "-" */
+	unsigned long long count;
+	char note[128];               /* MODULE or NOTE */
+};
+
+struct report {
+	const char *text;
+	unsigned long long allocations, alloc_bytes;
+	unsigned long long frees_tracked, frees_untracked, frees_null;
+	unsigned long long frees_double, frees_inside;
+	unsigned long long reallocs, realloc_releases;
+	unsigned long long failed, peak_bytes, live_count, live_bytes;
+	struct site live_sites[MAX_SITES];
+	size_t live_site_count;
+	struct site alloc_sites[MAX_SITES];
+	size_t alloc_site_count;
+};
+
+/* The first line of TEXT starting with PREFIX, or NULL.  */
+static const char *find_line(const char *text, const char *prefix)
+{
+	size_t prefix_len = strlen(prefix);
+
+	for (const char *line = text; line != NULL && *line != '\0';) {
+		const char *end = strchr(line, '\n');
+
+		if (strncmp(line, prefix, prefix_len) == 0)
+			return line;
+		line = end != NULL ? end + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* sscanf the rest of the line of TEXT starting with PREFIX with FORMAT;
+ * the number of conversions, or -1 when there is no such line.  */
+static int scan_line(const char *text, const char *prefix,
+		     const char *format, ...)
+	__attribute__((format(scanf, 3, 4)));
+
+static int scan_line(const char *text, const char *prefix,
+		     const char *format, ...)
+{
+	const char *line = find_line(text, prefix);
+	char copy[512];
+	const char *end;
+	va_list args;
+	int converted;
+
+	if (line == NULL)
+		return -1;
+	end = strchr(line, '\n');
+	snprintf(copy, sizeof(copy), "%.*s",
+		 (int)(end != NULL ? end - line : (long)strlen(line)), line);
+	va_start(args, format);
+	converted = vsscanf(copy + strlen(prefix), format, args);
+	va_end(args);
+	return converted;
+}
+
+/* The call line of function NAME in the report's "calls" table.  */
+static struct call report_call(const struct report *report, const char *name)
+{
+	struct call call = { 0 };
+	const char *calls = find_line(report->text, "calls\n");
+	char prefix[64];
+	const char *line;
+	const char *p;
+	const char *end;
+
+	if (calls == NULL)
+		return call;
+	snprintf(prefix, sizeof(prefix), "  %s ", name);
+	line = find_line(calls, prefix);
+	if (line == NULL)
+		return call;
+	end = strchr(line, '\n');
+	if (end == NULL)
+		end = line + strlen(line);
+	call.found = true;
+	p = line + strlen(prefix);
+	while (*p == ' ')
+		p++;
+	if (*p == '-') {
+		p++;
+	} else {
+		char *number_end;
+
+		call.count = strtoull(p, &number_end, 10);
+		call.counted = number_end != p;
+		p = number_end;
+	}
+	while (*p == ' ')
+		p++;
+	if (*p == '(' && end > p + 1 && end[-1] == ')')
+		snprintf(call.note, sizeof(call.note), "%.*s",
+			 (int)(end - p - 2), p + 1);
+	return call;
+}
+
+/* The function name of the frame line LINE ("    NAME (WHERE)",
+ * "    NAME [inlined] (WHERE)") into NAME.  */
+static void frame_name(const char *line, size_t len, char *name,
+		       size_t name_size)
+{
+	size_t name_len = len;
+
+	/* The last parenthesised group is the place; the name itself may
+	 * hold parentheses ("operator new(unsigned long)").  */
+	if (len > 0 && line[len - 1] == ')') {
+		int depth = 0;
+
+		for (size_t i = len; i-- > 0;) {
+			if (line[i] == ')')
+				depth++;
+			else if (line[i] == '(' && --depth == 0) {
+				if (i > 0 && line[i - 1] == ' ')
+					name_len = i - 1;
+				break;
+			}
+		}
+	}
+	if (name_len >= 10
+	    && memcmp(line + name_len - 10, " [inlined]", 10) == 0)
+		name_len -= 10;
+	snprintf(name, name_size, "%.*s", (int)name_len, line);
+}
+
+/* Parse the table whose header line ends in HEADER ("top 10 sites by
+ * bytes allocated\n") into SITES.  */
+static size_t parse_sites(const char *text, const char *header, bool live,
+			  struct site *sites, size_t max)
+{
+	const char *line = strstr(text, header);
+	size_t count = 0;
+
+	if (line == NULL)
+		return 0;
+	line = strchr(line, '\n');
+	while (line != NULL && line[1] != '\0') {
+		const char *start = line + 1;
+		const char *end = strchr(start, '\n');
+		size_t len = end != NULL ? (size_t)(end - start)
+					 : strlen(start);
+
+		line = end;
+		if (start[0] == '#') {
+			struct site *site;
+			char copy[256];
+			int got;
+
+			if (count == max)
+				break;
+			site = &sites[count++];
+			memset(site, 0, sizeof(*site));
+			snprintf(copy, sizeof(copy), "%.*s", (int)len, start);
+			if (live)
+				got = sscanf(copy, "#%*u %llu bytes live in "
+					     "%llu allocations (%llu bytes in "
+					     "%llu allocations in all)",
+					     &site->bytes, &site->count,
+					     &site->other_bytes,
+					     &site->other_count);
+			else
+				got = sscanf(copy, "#%*u %llu bytes in %llu "
+					     "allocations (%llu bytes in %llu "
+					     "still live)",
+					     &site->bytes, &site->count,
+					     &site->other_bytes,
+					     &site->other_count);
+			if (got != 4)
+				count--;
+		} else if (len > 4 && memcmp(start, "    ", 4) == 0
+			   && count > 0) {
+			struct site *site = &sites[count - 1];
+
+			if (site->depth < MAX_FRAMES)
+				frame_name(start + 4, len - 4,
+					   site->frames[site->depth++],
+					   sizeof(site->frames[0]));
+		} else {
+			break;  /* a blank line: the end of the table */
+		}
+	}
+	return count;
+}
+
+/* Read and parse the heap report OUTPUT that RUN wrote.  The caller
+ * frees REPORT->text.  */
+static void read_report(const char *output, struct report *report)
+{
+	char *text = tu_read_file(output);
+
+	memset(report, 0, sizeof(*report));
+	CHECK(text != NULL, "cprof-attach did not write %s", output);
+	ctx.report = text;
+	report->text = text;
+	CHECK(strncmp(text, "cprof heap report\n", 18) == 0,
+	      "%s does not begin with \"cprof heap report\"", output);
+	CHECK(scan_line(text, "allocations   ", "%llu (%llu bytes)",
+			&report->allocations, &report->alloc_bytes) == 2,
+	      "no \"allocations   N (B bytes)\" line");
+	CHECK(scan_line(text, "frees         ", "%llu tracked, %llu untracked, "
+			"%llu of NULL, %llu double, %llu inside the allocator",
+			&report->frees_tracked, &report->frees_untracked,
+			&report->frees_null, &report->frees_double,
+			&report->frees_inside) == 5,
+	      "no \"frees         T tracked, U untracked, Z of NULL, D "
+	      "double, I inside the allocator\" line");
+	CHECK(scan_line(text, "reallocs      ", "%llu (%llu released their "
+			"old block)", &report->reallocs,
+			&report->realloc_releases) == 2,
+	      "no \"reallocs      R (M released their old block)\" line");
+	CHECK(scan_line(text, "failed        ", "%llu", &report->failed) == 1,
+	      "no \"failed        F\" line");
+	CHECK(scan_line(text, "peak live     ", "%llu bytes at",
+			&report->peak_bytes) == 1,
+	      "no \"peak live     B bytes at S s\" line");
+	CHECK(scan_line(text, "live at end   ", "%llu allocations, %llu bytes",
+			&report->live_count, &report->live_bytes) == 2,
+	      "no \"live at end   C allocations, B bytes\" line");
+	CHECK(strstr(text, LIVE_TABLE) != NULL,
+	      "no \"top N sites by live bytes at end\" table");
+	CHECK(strstr(text, ALLOC_TABLE) != NULL,
+	      "no \"top N sites by bytes allocated\" table");
+	report->live_site_count = parse_sites(text, LIVE_TABLE, true,
+					      report->live_sites, MAX_SITES);
+	report->alloc_site_count = parse_sites(text, ALLOC_TABLE, false,
+					       report->alloc_sites, MAX_SITES);
+}
+
+static void free_report(struct report *report)
+{
+	if (ctx.report == report->text)
+		ctx.report = NULL;
+	free((char *)report->text);
+	report->text = NULL;
+}
+
+/* Check the identity every report must hold: every allocation seen is
+ * freed (tracked), released by a realloc, or live at the end.  */
+static void expect_identity(const struct report *report)
+{
+	CHECK(report->allocations == report->frees_tracked
+			      + report->realloc_releases + report->live_count,
+	      "allocations %llu != tracked frees %llu + realloc releases %llu "
+	      "+ live at end %llu (= %llu)", report->allocations,
+	      report->frees_tracked, report->realloc_releases,
+	      report->live_count,
+	      report->frees_tracked + report->realloc_releases
+		      + report->live_count);
+}
+
+/* True when frame NAME is function FUNCTION: equal, or FUNCTION
+ * followed by a C++ parameter list ("leak_here()").  */
+static bool frame_is(const char *name, const char *function)
+{
+	size_t len = strlen(function);
+
+	return strncmp(name, function, len) == 0
+	       && (name[len] == '\0' || name[len] == '(');
+}
+
+/* Check that the #1 leak site is BYTES bytes in COUNT allocations with
+ * FIRST as its first frame (after ALLOCATOR_FRAMES frames whose names
+ * start with "operator new", for C++) and CALLER right below it.  */
+static void expect_top_leak(const struct report *report,
+			    unsigned long long bytes, unsigned long long count,
+			    const char *first, const char *caller)
+{
+	const struct site *site = &report->live_sites[0];
+	size_t at = 0;
+
+	CHECK(report->live_site_count > 0, "no site in the leak table");
+	CHECK(site->bytes == bytes && site->count == count,
+	      "leak site #1 has %llu bytes live in %llu allocations, "
+	      "expected %llu in %llu", site->bytes, site->count, bytes,
+	      count);
+	CHECK(site->other_bytes == bytes && site->other_count == count,
+	      "leak site #1 allocated %llu bytes in %llu allocations in all, "
+	      "expected %llu in %llu (the leak only)", site->other_bytes,
+	      site->other_count, bytes, count);
+	CHECK(site->depth >= 2, "leak site #1 has %zu frames", site->depth);
+	while (at + 2 < site->depth && !frame_is(site->frames[at], first))
+		at++;
+	CHECK(frame_is(site->frames[at], first),
+	      "leak site #1 does not name %s", first);
+	CHECK(at + 1 < site->depth && frame_is(site->frames[at + 1], caller),
+	      "the frame below %s in leak site #1 is \"%s\", expected %s",
+	      first, at + 1 < site->depth ? site->frames[at + 1] : "(none)",
+	      caller);
+	/* Above FIRST only the C++ operator may come: the allocator's own
+	 * frame (malloc) is left out.  */
+	for (size_t i = 0; i < at; i++)
+		CHECK(strncmp(site->frames[i], "operator new", 12) == 0,
+		      "leak site #1 has frame \"%s\" above %s", site->frames[i],
+		      first);
+}
+
+/* Check that call line NAME holds exactly EXPECTED calls.  */
+static void expect_calls(const struct report *report, const char *name,
+			 unsigned long long expected)
+{
+	struct call call = report_call(report, name);
+
+	CHECK(call.found, "no \"%s\" line in the calls table", name);
+	CHECK(call.counted && call.count == expected,
+	      "the report counts %s%llu calls of %s, the fixture made %llu",
+	      call.counted ? "" : "no number of (\"-\") ", call.count, name,
+	      expected);
+}
+
+/* ------------------------------------------------------ heap-leak run */
+
+/* One traced work phase of heap fixture NAME, ended by SIGINT after its
+ * "done" line: the report, and the "done" line in *DONE (the caller
+ * frees it).  EXTRA: more cprof-attach options.  The fixture is left
+ * running, waiting for "exit".  */
+static struct tu_proc *traced_work(const char *name, const char *output,
+				   const char *const extra[],
+				   struct tu_run **run, char **done)
+{
+	struct tu_proc *fixture = start_fixture(name, NULL, NULL, NULL);
+
+	*run = attach_heap(fixture, output, extra);
+	say("go");
+	*done = wait_line(fixture, "done", WORK_TIMEOUT_MS);
+	end_run(*run, SIGINT);
+	return fixture;
+}
+
+/* The output path NAME in a new temporary directory, into PATH.  */
+static void temp_output(const char *name, char *path, size_t path_size)
+{
+	const char *dir = tu_temp_dir();
+
+	CHECK(dir != NULL, "no temporary directory");
+	snprintf(path, path_size, "%s/%s", dir, name);
+}
+
+/* ------------------------------------------------------------- tests */
+
+/* heap-leak under glibc: every count of the report equals what the
+ * fixture says it did, and the leak is found where it is.  */
+START_TEST(test_leak_report)
+{
+	char output[PATH_MAX];
+	struct tu_run *run;
+	struct tu_proc *fixture;
+	struct report report;
+	char *done;
+	static const char *const counted[] = {
+		"malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
+		"valloc", "pvalloc", "free",
+	};
+	struct call aligned, memalign;
+
+	temp_output("leak.txt", output, sizeof(output));
+	fixture = traced_work("heap-leak", output, NULL, &run, &done);
+	expect_tracing_line(run, fixture, "heap-leak", "libc.so.6");
+	read_report(output, &report);
+
+	for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
+		expect_calls(&report, counted[i], done_count(done, counted[i]));
+	/* glibc's aligned_alloc and memalign are one function at one
+	 * address: one breakpoint, its calls counted under aligned_alloc,
+	 * memalign marked as its alias.  */
+	aligned = report_call(&report, "aligned_alloc");
+	memalign = report_call(&report, "memalign");
+	CHECK(aligned.found && aligned.counted && memalign.found,
+	      "no aligned_alloc or memalign line with a count");
+	CHECK(memalign.counted || strstr(memalign.note, "alias") != NULL,
+	      "memalign has no count and is not said to be an alias (%s)",
+	      memalign.note);
+	CHECK(aligned.count + (memalign.counted ? memalign.count : 0)
+	      == done_count(done, "aligned_alloc")
+		 + done_count(done, "memalign"),
+	      "aligned_alloc %llu + memalign %llu calls counted, the fixture "
+	      "made %llu + %llu", aligned.count, memalign.count,
+	      done_count(done, "aligned_alloc"), done_count(done, "memalign"));
+	CHECK(strcmp(report_call(&report, "malloc").note, "libc.so.6") == 0,
+	      "the malloc line does not say (libc.so.6)");
+
+	CHECK(report.alloc_bytes == done_count(done, "alloc_bytes"),
+	      "the report has %llu bytes allocated, the fixture asked for "
+	      "%llu", report.alloc_bytes, done_count(done, "alloc_bytes"));
+	CHECK(report.frees_tracked == done_count(done, "free"),
+	      "%llu tracked frees, the fixture freed %llu blocks",
+	      report.frees_tracked, done_count(done, "free"));
+	CHECK(report.frees_untracked == 0 && report.frees_double == 0,
+	      "%llu untracked and %llu double frees in a program that frees "
+	      "only what it allocated after the tracer came, once",
+	      report.frees_untracked, report.frees_double);
+	CHECK(report.failed == 0, "%llu failed calls", report.failed);
+	CHECK(report.peak_bytes == done_count(done, "peak_bytes"),
+	      "peak live %llu bytes, the fixture's peak was %llu",
+	      report.peak_bytes, done_count(done, "peak_bytes"));
+	CHECK(report.live_count == done_count(done, "leaked_count")
+	      && report.live_bytes == done_count(done, "leaked_bytes"),
+	      "live at end %llu allocations, %llu bytes; the fixture leaked "
+	      "%llu, %llu bytes", report.live_count, report.live_bytes,
+	      done_count(done, "leaked_count"),
+	      done_count(done, "leaked_bytes"));
+	expect_identity(&report);
+	expect_top_leak(&report, 3700, 37, "leak_here", "main");
+	CHECK(find_line(report.text, "note          the target exited") == NULL,
+	      "the report says the target exited; it was still running");
+	finish_fixture(fixture, "ok");
+	free_report(&report);
+	free(done);
+}
+END_TEST
+
+/* The target exits while traced: cprof-attach notices, restores, writes
+ * the report with a note, and exits 0 on its own.  */
+START_TEST(test_leak_target_exits)
+{
+	char output[PATH_MAX];
+	struct tu_proc *fixture = start_fixture("heap-leak", NULL, NULL, NULL);
+	struct tu_run *run;
+	struct report report;
+	char *done;
+
+	temp_output("exits.txt", output, sizeof(output));
+	run = attach_heap(fixture, output, NULL);
+	say("go");
+	done = wait_line(fixture, "done", WORK_TIMEOUT_MS);
+	finish_fixture(fixture, "ok");
+	expect_exit_ok(run, RUN_TIMEOUT_MS);
+	read_report(output, &report);
+	CHECK(find_line(report.text, "note          the target exited during "
+			"tracing\n") != NULL,
+	      "no \"note          the target exited during tracing\" line");
+	expect_top_leak(&report, 3700, 37, "leak_here", "main");
+	expect_calls(&report, "malloc", done_count(done, "malloc"));
+	expect_identity(&report);
+	free_report(&report);
+	free(done);
+}
+END_TEST
+
+/* --format folded --heap-metric live-bytes: the leak as one folded
+ * stack, root first, leak_here its leaf, 3700 its count.  */
+START_TEST(test_leak_folded)
+{
+	static const char *const extra[] = {
+		"--format", "folded", "--heap-metric", "live-bytes", NULL,
+	};
+	char output[PATH_MAX];
+	char error[256];
+	struct tu_run *run;
+	struct tu_proc *fixture;
+	struct tu_profile *profile;
+	char *done;
+	char *text;
+
+	temp_output("leak.folded", output, sizeof(output));
+	fixture = traced_work("heap-leak", output, extra, &run, &done);
+	text = tu_read_file(output);
+	CHECK(text != NULL, "cprof-attach did not write %s", output);
+	ctx.report = text;
+	profile = tu_profile_parse(text, error, sizeof(error));
+	CHECK(profile != NULL, "%s is not a folded profile: %s", output, error);
+	CHECK(tu_profile_count_leaf(profile, "leak_here") == 3700,
+	      "%" PRIu64 " live bytes in stacks ending in leak_here, expected "
+	      "3700", tu_profile_count_leaf(profile, "leak_here"));
+	CHECK(tu_profile_count_contiguous(profile,
+					  TU_FRAMES("main", "leak_here"))
+	      == 3700, "the leak's stack does not hold main;leak_here");
+	CHECK(tu_profile_total(profile) == 3700,
+	      "%" PRIu64 " live bytes in the profile, the fixture leaked only "
+	      "3700", tu_profile_total(profile));
+	finish_fixture(fixture, "ok");
+	tu_profile_free(profile);
+	ctx.report = NULL;
+	free(text);
+	free(done);
+}
+END_TEST
+
+/* -o x.pb.gz picks pprof: a gzip file that go tool pprof reads, with
+ * leak_here in its alloc_space table (-nodefraction=0: the leak is 0.4 %
+ * of the bytes allocated, below pprof's default cut).  */
+START_TEST(test_leak_pprof)
+{
+	char output[PATH_MAX];
+	char command[PATH_MAX + 256];
+	unsigned char magic[2] = { 0, 0 };
+	struct tu_run *run;
+	struct tu_proc *fixture;
+	char *done;
+	FILE *file;
+	char line[512];
+	bool found = false;
+	int status;
+
+	temp_output("leak.pb.gz", output, sizeof(output));
+	fixture = traced_work("heap-leak", output, NULL, &run, &done);
+	finish_fixture(fixture, "ok");
+	file = fopen(output, "rb");
+	CHECK(file != NULL, "cprof-attach did not write %s", output);
+	CHECK(fread(magic, 1, 2, file) == 2 && magic[0] == 0x1f
+	      && magic[1] == 0x8b, "%s is not gzip (starts %02x %02x)", output,
+	      magic[0], magic[1]);
+	fclose(file);
+	if (system("command -v go >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "test_leak_pprof: go not installed, "
+			"go tool pprof part skipped\n");
+		free(done);
+		return;
+	}
+	snprintf(command, sizeof(command),
+		 "HOME=\"${HOME:-/tmp}\" go tool pprof "
+		 "-sample_index=alloc_space -nodefraction=0 -top '%s' 2>&1",
+		 output);
+	file = popen(command, "r");
+	CHECK(file != NULL, "cannot run go tool pprof");
+	fprintf(stderr, "test_leak_pprof: %s\n", command);
+	while (fgets(line, sizeof(line), file) != NULL) {
+		fputs(line, stderr);
+		if (strstr(line, "leak_here") != NULL)
+			found = true;
+	}
+	status = pclose(file);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "go tool pprof failed (status %#x) on %s", (unsigned)status,
+	      output);
+	CHECK(found, "go tool pprof -sample_index=alloc_space -top does not "
+	      "list leak_here");
+	free(done);
+}
+END_TEST
+
+/* The same fixture with jemalloc ahead of libc: the breakpoints go into
+ * libjemalloc.so.2 (and libc for what jemalloc lacks).  */
+START_TEST(test_leak_jemalloc)
+{
+	char output[PATH_MAX];
+	struct tu_run *run;
+	struct tu_proc *fixture;
+	struct report report;
+	struct call malloc_call;
+	char *done;
+
+	temp_output("jemalloc.txt", output, sizeof(output));
+	fixture = traced_work("heap-leak-jemalloc", output, NULL, &run, &done);
+	expect_tracing_line(run, fixture, "heap-leak-jemalloc",
+			    "libjemalloc.so.2, libc.so.6");
+	read_report(output, &report);
+	malloc_call = report_call(&report, "malloc");
+	CHECK(malloc_call.found
+	      && strcmp(malloc_call.note, "libjemalloc.so.2") == 0,
+	      "the malloc line does not say (libjemalloc.so.2): (%s)",
+	      malloc_call.note);
+	expect_top_leak(&report, 3700, 37, "leak_here", "main");
+	expect_identity(&report);
+	finish_fixture(fixture, "ok");
+	free_report(&report);
+	free(done);
+}
+END_TEST
+
+/* C++: new[] reaches malloc through operator new; the leak site names
+ * the operator above leak_here.  */
+START_TEST(test_cxx)
+{
+	char output[PATH_MAX];
+	struct tu_run *run;
+	struct tu_proc *fixture;
+	struct report report;
+	char *done;
+
+	temp_output("cxx.txt", output, sizeof(output));
+	fixture = traced_work("heap-cxx", output, NULL, &run, &done);
+	read_report(output, &report);
+	expect_top_leak(&report, 3700, 37, "leak_here", "main");
+	CHECK(strncmp(report.live_sites[0].frames[0], "operator new", 12) == 0,
+	      "leak site #1 begins with \"%s\", expected operator new",
+	      report.live_sites[0].frames[0]);
+	expect_calls(&report, "malloc", done_count(done, "malloc"));
+	expect_calls(&report, "free", done_count(done, "free"));
+	CHECK(report.alloc_bytes == done_count(done, "alloc_bytes"),
+	      "the report has %llu bytes allocated, the fixture asked for "
+	      "%llu", report.alloc_bytes, done_count(done, "alloc_bytes"));
+	expect_identity(&report);
+	finish_fixture(fixture, "ok");
+	free_report(&report);
+	free(done);
+}
+END_TEST
+
+/* heap-stress THREADS OPS traced from its "go" to its exit: the fixture
+ * still computes correctly ("ok TOTAL"), the accounting holds.  */
+static void run_stress(const char *threads, const char *ops,
+		       const char *ok_line)
+{
+	char output[PATH_MAX];
+	struct tu_proc *fixture = start_fixture("heap-stress", threads, ops,
+						NULL);
+	struct tu_run *run;
+	struct report report;
+	char *ok;
+
+	temp_output("stress.txt", output, sizeof(output));
+	run = attach_heap(fixture, output, NULL);
+	say("go");
+	ok = wait_line(fixture, "ok", STRESS_TIMEOUT_MS);
+	CHECK(strcmp(ok, ok_line) == 0, "heap-stress said \"%s\", expected "
+	      "\"%s\"", ok, ok_line);
+	CHECK(tu_proc_wait_exit(fixture, EXIT_TIMEOUT_MS),
+	      "heap-stress did not exit after its \"ok\" line");
+	CHECK(WIFEXITED(fixture->status) && WEXITSTATUS(fixture->status) == 0,
+	      "heap-stress ended with wait status %#x, expected exit 0",
+	      (unsigned)fixture->status);
+	expect_exit_ok(run, RUN_TIMEOUT_MS);
+	read_report(output, &report);
+	expect_identity(&report);
+	CHECK(report.allocations > 0, "no allocation seen");
+	CHECK(report.frees_double == 0,
+	      "%llu double frees reported in a program that has none",
+	      report.frees_double);
+	CHECK(report.failed == 0, "%llu failed calls", report.failed);
+	CHECK(find_line(report.text, "note          the target exited during "
+			"tracing\n") != NULL,
+	      "no \"the target exited during tracing\" note");
+	free_report(&report);
+	free(ok);
+}
+
+START_TEST(test_stress)
+{
+	run_stress("4", "100000", "ok 400000");
+}
+END_TEST
+
+/* The fallback for displaced instructions: single-step with every thread
+ * stopped, forced on every entry point.  */
+START_TEST(test_stress_force_step)
+{
+	setenv("CPROF_HEAP_FORCE_STEP", "1", 1);
+	run_stress("4", "3000", "ok 12000");
+}
+END_TEST
+
+/* heap-fork fork|vfork: the child runs untraced and fine, the parent
+ * stays traced after the fork.  */
+static const char *const fork_modes[] = { "fork", "vfork" };
+
+START_TEST(test_fork)
+{
+	const char *mode = fork_modes[_i];
+	char output[PATH_MAX];
+	char note[128];
+	struct tu_proc *fixture = start_fixture("heap-fork", mode, NULL, NULL);
+	struct tu_run *run;
+	struct report report;
+	const struct site *after = NULL;
+	char *status_line;
+
+	temp_output("fork.txt", output, sizeof(output));
+	run = attach_heap(fixture, output, NULL);
+	say("go");
+	status_line = wait_line(fixture, "child-status ", WORK_TIMEOUT_MS);
+	CHECK(strcmp(status_line, "child-status 0") == 0,
+	      "heap-fork %s: \"%s\", expected \"child-status 0\" (5: the child "
+	      "was killed by SIGTRAP)", mode, status_line);
+	free(wait_line(fixture, "done", WORK_TIMEOUT_MS));
+	end_run(run, SIGINT);
+	read_report(output, &report);
+	snprintf(note, sizeof(note), "note          %d fork and %d vfork "
+		 "children ran untraced\n", _i == 0, _i == 1);
+	CHECK(find_line(report.text, note) != NULL, "no line \"%.*s\"",
+	      (int)strlen(note) - 1, note);
+	for (size_t i = 0; i < report.live_site_count; i++)
+		if (report.live_sites[i].depth > 0
+		    && frame_is(report.live_sites[i].frames[0], "after_fork"))
+			after = &report.live_sites[i];
+	CHECK(after != NULL, "no leak site begins with after_fork: the parent "
+	      "was not traced after the %s", mode);
+	CHECK(after->bytes == 1000 && after->count == 5,
+	      "after_fork has %llu bytes live in %llu allocations, expected "
+	      "1000 in 5", after->bytes, after->count);
+	CHECK(after->depth >= 2 && frame_is(after->frames[1], "main"),
+	      "the frame below after_fork is not main");
+	expect_identity(&report);
+	finish_fixture(fixture, "ok");
+	free_report(&report);
+	free(status_line);
+}
+END_TEST
+
+/* ----------------------------------------------- interruption safety */
+
+/* Compare every executable file-backed mapping of PID with its file
+ * (through /proc/PID/root): after cprof-attach left, not one byte of a
+ * breakpoint may remain.  Fails the test at the first difference.  */
+static void expect_code_restored(pid_t pid, unsigned round)
+{
+	char path[PATH_MAX];
+	char line[PATH_MAX + 128];
+	FILE *maps;
+	int mem;
+	unsigned compared = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	maps = fopen(path, "re");
+	CHECK(maps != NULL, "cannot read %s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	mem = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(mem >= 0, "cannot open %s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), maps) != NULL) {
+		unsigned long long start, end, offset;
+		char perms[8];
+		int name_at = 0;
+		char *name;
+		char file_path[PATH_MAX + 64];
+		int file;
+
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end,
+			   perms, &offset, &name_at) < 4 || name_at == 0)
+			continue;
+		name = line + name_at;
+		name[strcspn(name, "\n")] = '\0';
+		if (strcmp(perms, "r-xp") != 0 || name[0] != '/')
+			continue;
+		snprintf(file_path, sizeof(file_path), "/proc/%d/root%s",
+			 (int)pid, name);
+		file = open(file_path, O_RDONLY | O_CLOEXEC);
+		CHECK(file >= 0, "round %u: cannot open %s: %s", round,
+		      file_path, strerror(errno));
+		for (unsigned long long at = 0; at < end - start;) {
+			unsigned char in_memory[65536], in_file[65536];
+			size_t want = end - start - at < sizeof(in_file)
+					      ? (size_t)(end - start - at)
+					      : sizeof(in_file);
+			ssize_t from_file = pread(file, in_file, want,
+						  (off_t)(offset + at));
+			ssize_t from_memory;
+
+			/* The mapping's last page goes past the end of the
+			 * file: only the file's bytes are compared.  */
+			if (from_file <= 0)
+				break;
+			from_memory = pread(mem, in_memory, (size_t)from_file,
+					    (off_t)(start + at));
+			CHECK(from_memory == from_file,
+			      "round %u: cannot read %zd bytes at %#llx of "
+			      "process %d: %s", round, from_file, start + at,
+			      (int)pid, strerror(errno));
+			if (memcmp(in_memory, in_file, (size_t)from_file)
+			    != 0) {
+				size_t k = 0;
+
+				while (in_memory[k] == in_file[k])
+					k++;
+				CHECK(false, "round %u: process %d's code at "
+				      "%#llx (%s + %#llx) is %#04x, the file "
+				      "has %#04x: a breakpoint was left in",
+				      round, (int)pid, start + at + k, name,
+				      offset + at + k, in_memory[k],
+				      in_file[k]);
+			}
+			at += (unsigned long long)from_file;
+		}
+		close(file);
+		compared++;
+	}
+	fclose(maps);
+	close(mem);
+	CHECK(compared >= 2, "round %u: only %u executable mappings compared",
+	      round, compared);
+}
+
+/* xorshift32 with a fixed seed: the same "random" moments every run.  */
+static uint32_t next_random(uint32_t *state)
+{
+	uint32_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	*state = x;
+	return x;
+}
+
+/* heap-stress runs forever; cprof-attach comes and goes 20 times, ended
+ * at a random moment by SIGINT, SIGTERM or its -d duration.  After each
+ * run the target must be alive, untraced, with its code byte for byte
+ * its files; at the end it must still compute correctly.  */
+START_TEST(test_interrupt)
+{
+	static const char *const ways[] = { "SIGINT", "SIGTERM", "-d" };
+	const unsigned rounds = 20;
+	uint32_t rng = 0x9e3779b9u;
+	struct tu_proc *fixture = start_fixture("heap-stress", "4", "0",
+						"forever");
+	const char *dir = tu_temp_dir();
+	char *ok;
+
+	CHECK(dir != NULL, "no temporary directory");
+	say("go");
+	for (unsigned round = 0; round < rounds; round++) {
+		unsigned way = round % 3;
+		unsigned delay_ms = next_random(&rng) % 401;
+		char output[PATH_MAX];
+		char duration[32];
+		const char *extra[3] = { NULL, NULL, NULL };
+		struct tu_run *run;
+		struct report report;
+		char state;
+
+		snprintf(output, sizeof(output), "%s/round-%u.txt", dir, round);
+		if (way == 2) {
+			/* -d must be positive: at least a millisecond.  */
+			snprintf(duration, sizeof(duration), "%.3f",
+				 (delay_ms ? delay_ms : 1) / 1000.0);
+			extra[0] = "-d";
+			extra[1] = duration;
+		}
+		fprintf(stderr, "test_interrupt: round %u: %s after %u ms\n",
+			round, ways[way], delay_ms);
+		run = attach_heap(fixture, output, extra);
+		if (way == 2) {
+			expect_exit_ok(run, RUN_TIMEOUT_MS);
+		} else {
+			tu_delay_ms((int)delay_ms);
+			end_run(run, way == 0 ? SIGINT : SIGTERM);
+		}
+		read_report(output, &report);
+		expect_identity(&report);
+		CHECK(find_line(report.text, "note          the target exited")
+		      == NULL, "round %u: the report says the target exited",
+		      round);
+		free_report(&report);
+		state = tu_proc_state(fixture->pid);
+		CHECK(state != 0 && state != 'Z' && state != 'X',
+		      "round %u: heap-stress is gone (state '%c') after %s",
+		      round, state ? state : '0', ways[way]);
+		CHECK(tu_traced_tasks(fixture->pid) == 0,
+		      "round %u: %d threads of heap-stress still traced", round,
+		      tu_traced_tasks(fixture->pid));
+		CHECK(!tu_proc_has_line_prefix(fixture, "FAIL"),
+		      "round %u: heap-stress reported a failure", round);
+		expect_code_restored(fixture->pid, round);
+		ctx.run = NULL;
+	}
+	say("exit");
+	ok = wait_line(fixture, "ok ", EXIT_TIMEOUT_MS);
+	CHECK(strtoull(ok + 3, NULL, 10) > 0, "heap-stress did no work: %s",
+	      ok);
+	CHECK(tu_proc_wait_exit(fixture, EXIT_TIMEOUT_MS),
+	      "heap-stress did not exit after \"exit\"");
+	CHECK(WIFEXITED(fixture->status) && WEXITSTATUS(fixture->status) == 0,
+	      "heap-stress ended with wait status %#x, expected exit 0",
+	      (unsigned)fixture->status);
+	free(ok);
+}
+END_TEST
+
+/* -------------------------------------------------------------- errors */
+
+/* Check that RUN failed with EXIT_CODE and one line on stderr starting
+ * with "cprof-attach: ", and printed nothing on stdout.  */
+static void expect_error(struct tu_run *run, int exit_code)
+{
+	ctx.run = run;
+	CHECK(!run->timed_out, "cprof-attach did not finish in time");
+	CHECK(tu_run_exit_code(run) == exit_code,
+	      "cprof-attach exited with %d, expected %d",
+	      tu_run_exit_code(run), exit_code);
+	CHECK(strncmp(run->err, "cprof-attach: ", 14) == 0,
+	      "the error message does not start with \"cprof-attach: \"");
+	CHECK(tu_count_lines(run->err) == 1,
+	      "the error message is %zu lines, expected one",
+	      tu_count_lines(run->err));
+	CHECK(run->out[0] == '\0',
+	      "cprof-attach printed on stdout although it failed");
+}
+
+/* Options that do not go with --heap, or bad values: exit 2 before
+ * touching the target.  */
+static const char *const bad_usage[][3] = {
+	{ "--wall", NULL, NULL },
+	{ "--heap-metric", "bogus", NULL },
+	{ "--format", "speedscope", NULL },
+	{ "--top", "0", NULL },
+};
+
+START_TEST(test_bad_usage)
+{
+	const char *const *option = bad_usage[_i];
+	struct tu_proc *fixture = start_fixture("heap-leak", NULL, NULL, NULL);
+	const char *args[6];
+	size_t argc = 0;
+	struct tu_run *run;
+
+	args[argc++] = "--heap";
+	args[argc++] = option[0];
+	if (option[1] != NULL)
+		args[argc++] = option[1];
+	args[argc++] = fixture->pid_text;
+	args[argc] = NULL;
+	run = tu_cprof_startv(args);
+	CHECK(run != NULL, "cprof-attach could not be started");
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	expect_error(run, 2);
+	CHECK(tu_traced_tasks(fixture->pid) == 0,
+	      "the fixture is traced after a usage error");
+	/* Untouched: it still does its work when told.  */
+	say("go");
+	free(wait_line(fixture, "done", WORK_TIMEOUT_MS));
+	finish_fixture(fixture, "ok");
+}
+END_TEST
+
+/* A PID that does not exist: exit 2, as without --heap, and no output
+ * file.  */
+START_TEST(test_no_such_process)
+{
+	char output[PATH_MAX];
+	char reaped[16];
+	char **names;
+	const char *dir = tu_temp_dir();
+
+	CHECK(dir != NULL, "no temporary directory");
+	snprintf(output, sizeof(output), "%s/none.txt", dir);
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "--heap", "-o", output,
+				  "4194304", NULL), 2);
+	snprintf(reaped, sizeof(reaped), "%d", (int)tu_reaped_pid());
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "--heap", "-o", output,
+				  reaped, NULL), 2);
+	CHECK(tu_dir_entries(dir, &names) == 0, "%s is not empty after a "
+	      "failed run: %s", dir, names && names[0] ? names[0] : "?");
+	tu_free_names(names);
+}
+END_TEST
+
+/* --------------------------------------------------------------- suite */
+
+static TCase *new_case(Suite *suite, const char *name, double timeout)
+{
+	TCase *tcase = tcase_create(name);
+
+	tcase_add_checked_fixture(tcase, setup, teardown);
+	tcase_set_timeout(tcase, timeout);
+	suite_add_tcase(suite, tcase);
+	return tcase;
+}
+
+static Suite *heap_suite(void)
+{
+	Suite *suite = suite_create("heap");
+	TCase *tcase;
+
+	tcase = new_case(suite, "leak", 120);
+	tcase_add_test(tcase, test_leak_report);
+	tcase_add_test(tcase, test_leak_target_exits);
+	tcase_add_test(tcase, test_leak_folded);
+	tcase_add_test(tcase, test_leak_pprof);
+
+	tcase = new_case(suite, "jemalloc", 120);
+	tcase_add_test(tcase, test_leak_jemalloc);
+
+	tcase = new_case(suite, "cxx", 120);
+	tcase_add_test(tcase, test_cxx);
+
+	tcase = new_case(suite, "fork", 120);
+	tcase_add_loop_test(tcase, test_fork, 0,
+			    sizeof(fork_modes) / sizeof(fork_modes[0]));
+
+	tcase = new_case(suite, "stress", 300);
+	tcase_add_test(tcase, test_stress);
+	tcase_add_test(tcase, test_stress_force_step);
+
+	tcase = new_case(suite, "interrupt", 300);
+	tcase_add_test(tcase, test_interrupt);
+
+	tcase = new_case(suite, "errors", 60);
+	tcase_add_loop_test(tcase, test_bad_usage, 0,
+			    sizeof(bad_usage) / sizeof(bad_usage[0]));
+	tcase_add_test(tcase, test_no_such_process);
+
+	return suite;
+}
+
+int main(void)
+{
+	SRunner *runner = srunner_create(heap_suite());
+	int failed;
+
+	srunner_run_all(runner, CK_NORMAL);
+	failed = srunner_ntests_failed(runner);
+	srunner_free(runner);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
