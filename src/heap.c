@@ -715,12 +715,11 @@ static int arm(struct cp_heap *h)
 			h->s.traced[f] = false;
 			continue;
 		}
+		/* Not decodable: stepped instead (run_steps), which needs
+		 * no decoding.  */
 		bp->emulate = !h->o.force_step &&
 			      cp_insn_decode(bp->orig, sizeof(bp->orig),
 					     &bp->insn) == 0;
-		if (!bp->emulate &&
-		    cp_insn_decode(bp->orig, sizeof(bp->orig), &bp->insn) < 0)
-			bp->insn.len = 0;
 		rc = insert_bp(h, bp);
 		if (rc < 0)
 			goto out;

@@ -550,17 +550,23 @@ static void summary(const struct options *o, const struct cp_sampler_stats *s,
 		message("profile written to %s", path);
 }
 
+/* Our own command line, for the output's header.  */
+static void set_command(struct cp_profile_meta *meta, int argc, char **argv)
+{
+	size_t used = 0;
+	for (int i = 0; i < argc && used < sizeof(meta->command) - 1; i++)
+		used += (size_t)snprintf(meta->command + used,
+					 sizeof(meta->command) - used, "%s%s",
+					 i ? " " : "", argv[i]);
+}
+
 /* Describe the run in the profile (headers, pprof fields), then write it
  * in the format asked for.  */
 static int write_profile(const struct options *o, struct cp_profile *profile,
 			 int argc, char **argv, FILE *stream)
 {
 	struct cp_profile_meta *meta = cp_profile_meta(profile);
-	size_t used = 0;
-	for (int i = 0; i < argc && used < sizeof(meta->command) - 1; i++)
-		used += (size_t)snprintf(meta->command + used,
-					 sizeof(meta->command) - used, "%s%s",
-					 i ? " " : "", argv[i]);
+	set_command(meta, argc, argv);
 	if (strcmp(o->format, "folded") == 0) {
 		struct cp_folded_options fo = {
 			.threads = o->threads,
@@ -760,11 +766,7 @@ static int run_heap(const struct options *o, struct cp_target *target,
 		message("process %d called execve: heap tracing stopped there",
 			(int)pid);
 
-	size_t used = 0;
-	for (int i = 0; i < argc && used < sizeof(meta->command) - 1; i++)
-		used += (size_t)snprintf(meta->command + used,
-					 sizeof(meta->command) - used, "%s%s",
-					 i ? " " : "", argv[i]);
+	set_command(meta, argc, argv);
 	FILE *stream = cp_output_stream(out);
 	if (strcmp(o->format, "report") == 0) {
 		rc = cp_heap_write_report(s, profile, o->top, stream);
