@@ -419,8 +419,13 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 			if (rc < 0)
 				break;
 			if (cp_target_take_exec(target)) {
+				/* An epoch change.  The unwinder is ours alone;
+				 * the symbolizer belongs to the resolver's
+				 * thread, which re-reads the modules itself
+				 * once it has finished (or dropped) the
+				 * addresses of the old image: never refresh
+				 * it from here, under its feet.  */
 				cp_unwinder_invalidate(unwinder);
-				cp_symbols_refresh(symbols);
 				cp_resolver_reset(r.resolver);
 			}
 		}
