@@ -712,8 +712,12 @@ int cp_timeline_sample(struct cp_timeline *tl, const char *ts_text,
 	       memcmp(t->names + t->stack[keep].name_off, frames[keep],
 		      tl->lens[keep]) == 0)
 		keep++;
-	return sample_apply(tl, t, ts_text, ts, keep, frames + keep,
-			    tl->lens + keep, nframes - keep);
+	/* No pointer arithmetic when nothing is new: FRAMES may be NULL
+	 * with NFRAMES 0, and LENS is NULL until a sample has frames.  */
+	bool more = keep < nframes;
+	return sample_apply(tl, t, ts_text, ts, keep,
+			    more ? frames + keep : NULL,
+			    more ? tl->lens + keep : NULL, nframes - keep);
 }
 
 /* Close the started frames of every thread at its last sample.  */

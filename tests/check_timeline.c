@@ -349,6 +349,34 @@ START_TEST(api_contract)
 }
 END_TEST
 
+/* Empty stacks through the API, before any sample had frames: FRAMES
+ * NULL with NFRAMES 0 (cprof-attach passes that for a stack it could not
+ * unwind).  tests/fuzz/fuzz_timeline found the engine doing arithmetic
+ * on the null FRAMES and on its own LENS, still NULL (undefined; clang's
+ * UBSan stops there).  */
+START_TEST(api_empty_stacks)
+{
+	char *out = NULL;
+	size_t size = 0;
+	FILE *mem = open_memstream(&out, &size);
+	struct cp_timeline_options o = {.format = CP_TIMELINE_EVENTS};
+	struct cp_timeline *tl;
+	ck_assert_int_eq(cp_timeline_new(&o, mem, &tl), 0);
+	ck_assert_int_eq(cp_timeline_sample(tl, "1", 1, 7, NULL, 0), 0);
+	ck_assert_int_eq(cp_timeline_sample(tl, "2", 2, 8, NULL, 0), 0);
+	const char *s1[] = {"main"};
+	ck_assert_int_eq(cp_timeline_sample(tl, "3", 3, 7, s1, 1), 0);
+	ck_assert_int_eq(cp_timeline_sample(tl, "4", 4, 7, s1, 1), 0);
+	ck_assert_int_eq(cp_timeline_sample(tl, "5", 5, 7, NULL, 0), 0);
+	ck_assert_int_eq(cp_timeline_finish(tl), 0);
+	fflush(mem);
+	assert_text_eq(out, "start 3 7 main\nend 5 7 main\n",
+		       "API events of empty stacks");
+	fclose(mem);
+	free(out);
+}
+END_TEST
+
 /* The trace document, exactly: the target and thread names from the
  * header and from the API after samples, B/E in microseconds (decimals
  * only when there are nanoseconds), frames still open closed at their
@@ -1348,6 +1376,7 @@ static Suite *timeline_suite(void)
 	tcase_add_test(tc, raw_lenient);
 	tcase_add_test(tc, raw_malformed);
 	tcase_add_test(tc, api_contract);
+	tcase_add_test(tc, api_empty_stacks);
 	tcase_add_test(tc, trace_golden);
 	tcase_add_test(tc, speedscope_golden);
 	tcase_add_loop_test(tc, property_random, 0, 4);
