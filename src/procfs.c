@@ -72,6 +72,8 @@ static bool parse_hex(const char **p, const char *end, uint64_t *out)
 			d = *s - 'A' + 10;
 		else
 			break;
+		if (v >> 60)
+			return false;   /* more than 64 bits */
 		v = (v << 4) | (uint64_t)d;
 	}
 	if (s == start)
@@ -86,8 +88,12 @@ static bool parse_dec(const char **p, const char *end, uint64_t *out)
 	uint64_t v = 0;
 	const char *s = *p;
 	const char *start = s;
-	for (; s < end && *s >= '0' && *s <= '9'; s++)
-		v = v * 10 + (uint64_t)(*s - '0');
+	for (; s < end && *s >= '0' && *s <= '9'; s++) {
+		uint64_t d = (uint64_t)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return false;   /* more than 64 bits */
+		v = v * 10 + d;
+	}
 	if (s == start)
 		return false;
 	*p = s;
@@ -293,6 +299,76 @@ int cp_task_stat_read(pid_t pid, pid_t tid, struct cp_task_stat *out)
 	rc = cp_task_stat_parse(text, len, out);
 	free(text);
 	return rc;
+}
+
+/* TEXT without its one final newline, if any.  */
+static const char *line_end(const char *text, size_t len)
+{
+	const char *end = text + len;
+	if (end > text && end[-1] == '\n')
+		end--;
+	return end;
+}
+
+/* " 0xHEX" at *P, advancing it.  */
+static bool parse_field_hex(const char **p, const char *end, uint64_t *out)
+{
+	return expect(p, end, ' ') && expect(p, end, '0') &&
+	       expect(p, end, 'x') && parse_hex(p, end, out);
+}
+
+int cp_task_syscall_parse(const char *text, size_t len,
+			  struct cp_task_syscall *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->nr = -1;
+	const char *p = text, *end = line_end(text, len);
+	static const char running[] = "running";
+	if ((size_t)(end - p) == sizeof(running) - 1 &&
+	    memcmp(p, running, sizeof(running) - 1) == 0) {
+		out->state = CP_TASK_RUNNING;
+		return 0;
+	}
+	uint64_t nr;
+	if (expect(&p, end, '-')) {
+		/* Only -1 is written: "not in a system call".  */
+		if (!parse_dec(&p, end, &nr) || nr != 1 ||
+		    !parse_field_hex(&p, end, &out->sp) ||
+		    !parse_field_hex(&p, end, &out->pc) || p != end)
+			goto bad;
+		out->state = CP_TASK_BLOCKED;
+		return 0;
+	}
+	/* Numbers are small; a huge one is not a system call.  */
+	if (!parse_dec(&p, end, &nr) || nr > 0x7fffffff)
+		goto bad;
+	for (int i = 0; i < 6; i++)
+		if (!parse_field_hex(&p, end, &out->args[i]))
+			goto bad;
+	if (!parse_field_hex(&p, end, &out->sp) ||
+	    !parse_field_hex(&p, end, &out->pc) || p != end)
+		goto bad;
+	out->state = CP_TASK_IN_SYSCALL;
+	out->nr = (long)nr;
+	return 0;
+bad:
+	memset(out, 0, sizeof(*out));
+	out->nr = -1;
+	return -CP_E_PARSE;
+}
+
+int cp_task_schedstat_parse(const char *text, size_t len,
+			    struct cp_task_schedstat *out)
+{
+	memset(out, 0, sizeof(*out));
+	const char *p = text, *end = line_end(text, len);
+	struct cp_task_schedstat s;
+	if (!parse_dec(&p, end, &s.run_ns) || !expect(&p, end, ' ') ||
+	    !parse_dec(&p, end, &s.wait_ns) || !expect(&p, end, ' ') ||
+	    !parse_dec(&p, end, &s.slices) || p != end)
+		return -CP_E_PARSE;
+	*out = s;
+	return 0;
 }
 
 const char *cp_task_state_name(char state)

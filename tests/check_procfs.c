@@ -3,6 +3,8 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,6 +487,239 @@ START_TEST(strerror_messages)
 }
 END_TEST
 
+/* ------------------------------------------------- syscall, schedstat */
+
+/* Recorded from a `sleep` blocked in clock_nanosleep (230).  */
+START_TEST(syscall_in_syscall)
+{
+	static const char text[] =
+		"230 0x0 0x0 0x7ffc54e5fa30 0x7ffc54e5fa70 0x0 0x0 "
+		"0x7ffc54e5fa18 0x7fd607f13503\n";
+	struct cp_task_syscall sc;
+	ck_assert_int_eq(cp_task_syscall_parse(text, strlen(text), &sc), 0);
+	ck_assert_int_eq(sc.state, CP_TASK_IN_SYSCALL);
+	ck_assert_int_eq(sc.nr, 230);
+	ck_assert_uint_eq(sc.args[0], 0);
+	ck_assert_uint_eq(sc.args[2], 0x7ffc54e5fa30);
+	ck_assert_uint_eq(sc.args[3], 0x7ffc54e5fa70);
+	ck_assert_uint_eq(sc.args[5], 0);
+	ck_assert_uint_eq(sc.sp, 0x7ffc54e5fa18);
+	ck_assert_uint_eq(sc.pc, 0x7fd607f13503);
+	/* No final newline; capital hex digits; system call 0.  */
+	static const char bare[] =
+		"0 0x3 0xFFFF 0x1 0x2 0x3 0x4 0x7FFD0000 0xABCDEF";
+	ck_assert_int_eq(cp_task_syscall_parse(bare, strlen(bare), &sc), 0);
+	ck_assert_int_eq(sc.state, CP_TASK_IN_SYSCALL);
+	ck_assert_int_eq(sc.nr, 0);
+	ck_assert_uint_eq(sc.args[0], 3);
+	ck_assert_uint_eq(sc.args[1], 0xffff);
+	ck_assert_uint_eq(sc.args[4], 3);
+	ck_assert_uint_eq(sc.sp, 0x7ffd0000);
+	ck_assert_uint_eq(sc.pc, 0xabcdef);
+	/* Every argument the largest a register holds.  */
+	static const char full[] =
+		"335 0xffffffffffffffff 0xffffffffffffffff 0xffffffffffffffff "
+		"0xffffffffffffffff 0xffffffffffffffff 0xffffffffffffffff "
+		"0xffffffffffffffff 0xffffffffffffffff\n";
+	ck_assert_int_eq(cp_task_syscall_parse(full, strlen(full), &sc), 0);
+	ck_assert_uint_eq(sc.args[5], UINT64_MAX);
+	ck_assert_uint_eq(sc.pc, UINT64_MAX);
+}
+END_TEST
+
+START_TEST(syscall_blocked_and_running)
+{
+	struct cp_task_syscall sc;
+	static const char blocked[] = "-1 0x7ffd5032af8 0x401000\n";
+	ck_assert_int_eq(cp_task_syscall_parse(blocked, strlen(blocked), &sc),
+			 0);
+	ck_assert_int_eq(sc.state, CP_TASK_BLOCKED);
+	ck_assert_int_eq(sc.nr, -1);
+	ck_assert_uint_eq(sc.sp, 0x7ffd5032af8);
+	ck_assert_uint_eq(sc.pc, 0x401000);
+	ck_assert_uint_eq(sc.args[0], 0);
+	for (int newline = 0; newline < 2; newline++) {
+		const char *running = newline ? "running\n" : "running";
+		memset(&sc, 0x55, sizeof(sc));
+		ck_assert_int_eq(cp_task_syscall_parse(running,
+						       strlen(running), &sc),
+				 0);
+		ck_assert_int_eq(sc.state, CP_TASK_RUNNING);
+		ck_assert_int_eq(sc.nr, -1);
+		ck_assert_uint_eq(sc.sp, 0);
+		ck_assert_uint_eq(sc.pc, 0);
+	}
+}
+END_TEST
+
+static const char *const malformed_syscall[] = {
+	"",
+	"\n",
+	"runnin",
+	"running\nx",
+	"running\n\n",
+	" running",
+	"-1",
+	"-1 0x1",
+	"-1 0x1 0x2 0x3",
+	"-2 0x1 0x2",
+	"-0 0x1 0x2",
+	"--1 0x1 0x2",
+	"-1 1 0x2",
+	"-1 0x 0x2",
+	"-1 0x1 0x2 ",
+	"230",
+	"230 0x0 0x0",
+	"230 0x0 0x0 0x0 0x0 0x0 0x0 0x1",
+	"230 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2 0x3",
+	"230 0 0 0 0 0 0 0 0",
+	"230  0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2",
+	"230 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2\n\n",
+	"230 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2 \n",
+	"230 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0xg",
+	"0x10 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2",
+	" 230 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2",
+	"9999999999 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2",
+	"99999999999999999999999 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2",
+	"230 0x10000000000000000 0x0 0x0 0x0 0x0 0x0 0x1 0x2",
+};
+
+START_TEST(syscall_malformed)
+{
+	const char *text = malformed_syscall[_i];
+	struct cp_task_syscall sc;
+	memset(&sc, 0x55, sizeof(sc));
+	ck_assert_msg(cp_task_syscall_parse(text, strlen(text), &sc) ==
+			      -CP_E_PARSE,
+		      "\"%s\" was accepted", text);
+	/* A failed parse leaves nothing half-filled.  */
+	ck_assert_int_eq(sc.state, CP_TASK_RUNNING);
+	ck_assert_int_eq(sc.nr, -1);
+	ck_assert_uint_eq(sc.sp, 0);
+	ck_assert_uint_eq(sc.pc, 0);
+}
+END_TEST
+
+START_TEST(syscall_respects_len)
+{
+	/* The parser reads LEN bytes and not one more (the buffer of a
+	 * pread is not NUL-terminated).  */
+	static const char text[] = "-1 0x10 0x20\nXXXX";
+	struct cp_task_syscall sc;
+	ck_assert_int_eq(cp_task_syscall_parse(text, 13, &sc), 0);
+	ck_assert_uint_eq(sc.pc, 0x20);
+	ck_assert_int_eq(cp_task_syscall_parse(text, 11, &sc), 0);
+	ck_assert_uint_eq(sc.pc, 0x2);
+	ck_assert_int_eq(cp_task_syscall_parse(text, 10, &sc), -CP_E_PARSE);
+	ck_assert_int_eq(cp_task_syscall_parse(text, sizeof(text) - 1, &sc),
+			 -CP_E_PARSE);
+	ck_assert_int_eq(cp_task_syscall_parse("running", 4, &sc),
+			 -CP_E_PARSE);
+}
+END_TEST
+
+/* A child blocked in read(2) on a pipe, as the kernel shows it: system
+ * call 0, the descriptor as first argument, a stack pointer inside the
+ * child's stack and a pc inside executable code.  */
+START_TEST(syscall_read_child)
+{
+	int fds[2];
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		char byte;
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(fds[1]);
+		_exit(read(fds[0], &byte, 1) == 0 ? 0 : 1);
+	}
+	close(fds[0]);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)child);
+	struct cp_task_syscall sc = {0};
+	/* Until the child is asleep in its read (not a timing assertion:
+	 * the loop ends as soon as it is; the bound only ends a hang).  */
+	for (int tries = 0; tries < 10000; tries++) {
+		char *text;
+		size_t len;
+		ck_assert_int_eq(cp_procfs_slurp(path, &text, &len), 0);
+		ck_assert_int_eq(cp_task_syscall_parse(text, len, &sc), 0);
+		free(text);
+		if (sc.state == CP_TASK_IN_SYSCALL && sc.nr == 0)
+			break;
+		usleep(1000);
+	}
+	ck_assert_int_eq(sc.state, CP_TASK_IN_SYSCALL);
+	ck_assert_int_eq(sc.nr, 0);
+	ck_assert_uint_eq(sc.args[0], (uint64_t)fds[0]);
+	ck_assert_uint_eq(sc.args[2], 1);
+	struct cp_maps *maps;
+	ck_assert_int_eq(cp_maps_read(child, &maps), 0);
+	const struct cp_map *code = cp_maps_find(maps, sc.pc);
+	const struct cp_map *stack = cp_maps_find(maps, sc.sp);
+	ck_assert_ptr_nonnull(code);
+	ck_assert(code->executable);
+	ck_assert_ptr_nonnull(stack);
+	ck_assert_str_eq(stack->path, "[stack]");
+	cp_maps_free(maps);
+	close(fds[1]);
+	int status;
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+END_TEST
+
+START_TEST(schedstat_parse)
+{
+	struct cp_task_schedstat st;
+	static const char text[] = "445464 1200 17\n";
+	ck_assert_int_eq(cp_task_schedstat_parse(text, strlen(text), &st), 0);
+	ck_assert_uint_eq(st.run_ns, 445464);
+	ck_assert_uint_eq(st.wait_ns, 1200);
+	ck_assert_uint_eq(st.slices, 17);
+	/* Without scheduler statistics the kernel writes zeros.  */
+	ck_assert_int_eq(cp_task_schedstat_parse("0 0 0", 5, &st), 0);
+	ck_assert_uint_eq(st.run_ns + st.wait_ns + st.slices, 0);
+	static const char big[] = "18446744073709551615 0 1";
+	ck_assert_int_eq(cp_task_schedstat_parse(big, strlen(big), &st), 0);
+	ck_assert_uint_eq(st.run_ns, UINT64_MAX);
+	/* Only LEN bytes are read.  */
+	ck_assert_int_eq(cp_task_schedstat_parse("1 2 3 4", 5, &st), 0);
+	ck_assert_uint_eq(st.slices, 3);
+}
+END_TEST
+
+static const char *const malformed_schedstat[] = {
+	"", "\n", "1", "1 2", "1 2 ", "1 2 3 4", "1 2 3\n\n", " 1 2 3",
+	"1  2 3", "-1 2 3", "a b c", "0x1 2 3", "1 2 3x",
+	"18446744073709551616 0 0", "1\t2\t3",
+};
+
+START_TEST(schedstat_malformed)
+{
+	const char *text = malformed_schedstat[_i];
+	struct cp_task_schedstat st;
+	memset(&st, 0x55, sizeof(st));
+	ck_assert_msg(cp_task_schedstat_parse(text, strlen(text), &st) ==
+			      -CP_E_PARSE,
+		      "\"%s\" was accepted", text);
+	ck_assert_uint_eq(st.run_ns + st.wait_ns + st.slices, 0);
+}
+END_TEST
+
+START_TEST(schedstat_read_self)
+{
+	char *text;
+	size_t len;
+	struct cp_task_schedstat st;
+	ck_assert_int_eq(cp_procfs_slurp("/proc/thread-self/schedstat", &text,
+					 &len), 0);
+	ck_assert_msg(cp_task_schedstat_parse(text, len, &st) == 0,
+		      "cannot parse \"%s\"", text);
+	free(text);
+}
+END_TEST
+
 static Suite *procfs_suite(void)
 {
 	Suite *s = suite_create("procfs");
@@ -512,6 +747,21 @@ static Suite *procfs_suite(void)
 	tcase_add_test(tc, stat_read_self);
 	tcase_add_test(tc, stat_read_no_process);
 	tcase_add_test(tc, state_names);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("syscall");
+	tcase_add_test(tc, syscall_in_syscall);
+	tcase_add_test(tc, syscall_blocked_and_running);
+	tcase_add_loop_test(tc, syscall_malformed, 0,
+			    sizeof(malformed_syscall) /
+				    sizeof(malformed_syscall[0]));
+	tcase_add_test(tc, syscall_respects_len);
+	tcase_add_test(tc, syscall_read_child);
+	tcase_add_test(tc, schedstat_parse);
+	tcase_add_loop_test(tc, schedstat_malformed, 0,
+			    sizeof(malformed_schedstat) /
+				    sizeof(malformed_schedstat[0]));
+	tcase_add_test(tc, schedstat_read_self);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("misc");

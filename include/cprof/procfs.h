@@ -1,5 +1,5 @@
 /* Parsers for the /proc files cprof reads: /proc/PID/maps and
- * /proc/PID/task/TID/stat.  The parsers take text, so the unit tests feed
+ * /proc/PID/task/TID/stat, syscall and schedstat.  The parsers take text, so the unit tests feed
  * them recorded files from fixtures/data/; the readers wrap them.  */
 #ifndef CPROF_PROCFS_H
 #define CPROF_PROCFS_H
@@ -57,6 +57,46 @@ int cp_task_stat_parse(const char *text, size_t len, struct cp_task_stat *out);
 /* Read /proc/PID/task/TID/stat (TID 0: /proc/PID/stat).  Returns 0,
  * -CP_E_NOPROC or -CP_E_PARSE.  */
 int cp_task_stat_read(pid_t pid, pid_t tid, struct cp_task_stat *out);
+
+/* What /proc/PID/task/TID/syscall says of a thread (read without stopping
+ * it; the kernel answers only for a thread that is off the CPU).  */
+enum cp_task_syscall_state {
+	CP_TASK_RUNNING,    /* "running": on a CPU, nothing to read */
+	CP_TASK_IN_SYSCALL, /* blocked in system call NR */
+	CP_TASK_BLOCKED,    /* "-1 SP PC": off the CPU outside a system call
+			     * (a page fault, a stop) */
+};
+
+struct cp_task_syscall {
+	enum cp_task_syscall_state state;
+	long nr;             /* system call number; -1 unless IN_SYSCALL */
+	uint64_t args[6];    /* its arguments as passed in registers (x86-64:
+			      * rdi rsi rdx r10 r8 r9); 0 unless IN_SYSCALL */
+	uint64_t sp, pc;     /* user stack pointer and program counter; 0
+			      * when RUNNING */
+};
+
+/* Parse the text of a syscall file: "running", "-1 SP PC", or "NR ARG1
+ * ... ARG6 SP PC" (NR in decimal, the rest 0x-prefixed hex), each with
+ * or without a final newline.  Returns 0 or -CP_E_PARSE.  */
+int cp_task_syscall_parse(const char *text, size_t len,
+			  struct cp_task_syscall *out);
+
+/* The scheduler's counters of a thread, /proc/PID/task/TID/schedstat.
+ * Both grow only while the thread runs, so a thread whose counters did
+ * not move between two reads was off the CPU the whole time.  */
+struct cp_task_schedstat {
+	uint64_t run_ns;     /* time spent on a CPU (sum_exec_runtime) */
+	uint64_t wait_ns;    /* time spent runnable, waiting for a CPU */
+	uint64_t slices;     /* times it was scheduled in */
+};
+
+/* Parse "RUN_NS WAIT_NS SLICES" (decimal, final newline optional).  A
+ * kernel without scheduler statistics writes "0 0 0", which parses:
+ * callers must not take unchanged zeros for "did not run".  Returns 0 or
+ * -CP_E_PARSE.  */
+int cp_task_schedstat_parse(const char *text, size_t len,
+			    struct cp_task_schedstat *out);
 
 /* A human word for a stat state letter: "running", "sleeping",
  * "disk-wait", "stopped", "zombie", ...  Static string.  */
