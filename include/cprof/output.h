@@ -1,8 +1,28 @@
 /* Writers: profile -> bytes.  Writers never call ptrace.
  *
- * Output files are written to a temporary file beside the destination and
- * renamed into place only when complete, so a failure never leaves a
- * half-written file.  */
+ * Output destinations (cp_output_*): every program and subcommand that
+ * writes a file opens it here, so one set of rules decides what an output
+ * path may do to the machine:
+ *
+ *  - a regular file, or a name that does not exist yet, is written to a
+ *    temporary in the same directory and renamed into place at commit: a
+ *    failure leaves the old file as it was (a replaced file keeps its
+ *    permission bits, and its owner when we may give it);
+ *  - a character device, FIFO or socket is written directly, never
+ *    replaced (opened like the shell's '>': without O_CREAT, a FIFO
+ *    waits for its reader; a socket is connected to);
+ *  - a symbolic link is followed to its final target, owned by us or
+ *    by root at every step, and the rule above applies there (so the
+ *    link stays a link); a dangling link, a loop, a link owned by another
+ *    user or one to a directory is refused, never replaced.  A link
+ *    under /proc (/dev/stdout, /dev/fd/N) is written through to the open
+ *    file it stands for;
+ *  - a directory, a block device or anything else is refused.
+ *
+ * Temporaries are named ".NAME.cprof-tmp.PID.RANDOM" beside NAME.  One
+ * left behind by a writer that died (its PID no longer alive; a regular
+ * file owned by our effective uid) is removed the next time NAME is
+ * written.  */
 #ifndef CPROF_OUTPUT_H
 #define CPROF_OUTPUT_H
 
@@ -14,10 +34,23 @@
 
 struct cp_output;
 
-/* Open PATH for writing ("-" or NULL: standard output).  The file is
- * created as a temporary now, so an unwritable destination is reported
- * before any work is done.  Returns 0 or -CP_E_SYS (errno set).  */
-int cp_output_open(const char *path, struct cp_output **out);
+/* How an output reaches its destination.  */
+enum cp_output_kind {
+	CP_OUTPUT_STDOUT,  /* standard output, as it is */
+	CP_OUTPUT_REPLACE, /* a temporary renamed into place at commit */
+	CP_OUTPUT_DIRECT,  /* written in place: what is written is gone */
+};
+
+/* Open PATH for writing ("-" or NULL: standard output), following the
+ * rules above.  A temporary is created (or the device, FIFO or socket
+ * opened) now, so an unwritable destination is reported before any work
+ * is done.  Returns 0; -CP_E_INVAL when PATH is refused (a directory, a
+ * block device, a link that is not followed: bad input); -CP_E_SYS when
+ * the system failed (errno set); -CP_E_NOMEM.  On failure ERROR (ERROR_SIZE
+ * bytes; may be 0) holds one line saying what happened and what to do,
+ * naming PATH, without a trailing newline.  */
+int cp_output_open(const char *path, struct cp_output **out, char *error,
+		   size_t error_size);
 
 /* The profile format an output file's name asks for: "svg" (.svg),
  * "folded" (.folded), "pprof" (.pb.gz), "speedscope" (.speedscope.json),
@@ -27,14 +60,24 @@ const char *cp_output_format_for_path(const char *path);
 /* The stream to write to; borrowed.  */
 FILE *cp_output_stream(struct cp_output *out);
 
-/* The destination as given ("-" for standard output).  */
+/* The destination as given ("-" for standard output).  Borrowed, valid
+ * until OUT is committed or aborted.  */
 const char *cp_output_path(const struct cp_output *out);
 
-/* Flush, sync and rename the temporary file into place.  Frees OUT.
- * Returns 0 or -CP_E_SYS (the temporary file is removed).  */
+/* How OUT is written: a caller that may still fail after writing (and
+ * wants nothing to reach the reader then) spools when it is not
+ * CP_OUTPUT_REPLACE.  */
+enum cp_output_kind cp_output_kind(const struct cp_output *out);
+
+/* Finish OUT: flush; for CP_OUTPUT_REPLACE also sync and rename the
+ * temporary into place (refused when the destination has meanwhile become
+ * something other than a regular file: errno EEXIST); for
+ * CP_OUTPUT_DIRECT close.  Frees OUT.  Returns 0 or -CP_E_SYS with errno
+ * saying why (ENOSPC, EPIPE, ...); the temporary is removed then.  */
 int cp_output_commit(struct cp_output *out);
 
-/* Remove the temporary file.  Frees OUT.  NULL is fine.  */
+/* Give up OUT: remove the temporary (bytes already written to a device,
+ * FIFO or standard output stay written).  Frees OUT.  NULL is fine.  */
 void cp_output_abort(struct cp_output *out);
 
 struct cp_folded_options {

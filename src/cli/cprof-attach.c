@@ -838,11 +838,13 @@ int main(int argc, char **argv)
 
 	/* Create the output first: an unwritable destination is reported
 	 * before the target is touched.  */
-	rc = cp_output_open(o.output, &out);
+	char output_error[PATH_MAX + 256];
+	rc = cp_output_open(o.output, &out, output_error,
+			    sizeof(output_error));
 	if (rc < 0) {
-		message("cannot create output file %s: %s", o.output,
-			strerror(errno));
-		exit_code = EXIT_RUNTIME;
+		message("%s", output_error);
+		/* A directory or a link not followed is bad input.  */
+		exit_code = rc == -CP_E_INVAL ? EXIT_USAGE : EXIT_RUNTIME;
 		goto out;
 	}
 

@@ -2,8 +2,9 @@
  * conversions and reports — and timelines from raw samples.  A thin layer
  * over libcprof: options, messages, exit codes.  Every folded input goes
  * through cp_read_folded(), raw samples through cp_timeline_read_raw(),
- * and every output through the cp_output_* temporary-and-rename, so a
- * malformed input never leaves a file behind.  */
+ * and every output through cp_output_open (a temporary renamed into
+ * place for a file; a device or FIFO written in place, never replaced),
+ * so a malformed input never leaves a file behind.  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -381,14 +382,17 @@ static int write_failed(int rc, const char *path, const struct options *o)
 	return EXIT_RUNTIME;
 }
 
-/* Open the output, or print why not.  */
+/* Open the output, or print why not: a destination refused (a
+ * directory, a link not followed) is bad input.  */
 static int open_output(const struct options *o, struct cp_output **out)
 {
-	if (cp_output_open(o->output, out) == 0)
+	char error[PATH_MAX + 256];
+	int rc = cp_output_open(o->output, out, error, sizeof(error));
+	if (rc == 0)
 		return EXIT_OK;
-	message("cannot create output file %s: %s", o->output,
-		strerror(errno));
-	return EXIT_RUNTIME;
+	*out = NULL;
+	message("%s", error);
+	return rc == -CP_E_INVAL ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
 /* Commit OUT after a writer returned RC.  Returns the exit code.  */
@@ -914,10 +918,11 @@ static int run_timeline(struct options *o)
 		cp_output_abort(out);
 		return code;
 	}
-	/* Standard output cannot be taken back: write to a temporary file
-	 * and copy it out once the whole input has been read.  */
+	/* Standard output, a FIFO or a device cannot be taken back: write
+	 * to a temporary file and copy it out once the whole input has been
+	 * read.  */
 	FILE *dest = cp_output_stream(out);
-	if (strcmp(cp_output_path(out), "-") == 0) {
+	if (cp_output_kind(out) != CP_OUTPUT_REPLACE) {
 		const char *dir;
 		spool = spool_file(&dir);
 		if (!spool) {
