@@ -429,20 +429,25 @@ static void assert_fails(const struct prog_run *run, int code,
 
 /* ------------------------------------------------------- library tests */
 
-/* Write TEXT through a new output to PATH and commit; the kind expected.  */
-static void write_through(const char *path, const char *text,
-			  enum cp_output_kind kind)
+/* Write TEXT through a new output to PATH and commit; returns how it
+ * was written (callers check what became of PATH first: what a user
+ * sees).  */
+static enum cp_output_kind write_through(const char *path, const char *text)
 {
 	struct cp_output *out = NULL;
 	char error[PATH_MAX + 256] = "";
 	int rc = out_open(path, &out, error, sizeof(error));
 	ck_assert_msg(rc == 0, "cp_output_open %s: %d: %s", path, rc, error);
-	ck_assert_msg(out_kind(out) == kind, "%s: kind %d, expected %d", path,
-		      (int)out_kind(out), (int)kind);
+	enum cp_output_kind kind = out_kind(out);
 	ck_assert_int_eq(fputs(text, cp_output_stream(out)) >= 0, 1);
 	rc = cp_output_commit(out);
 	ck_assert_msg(rc == 0, "commit %s: %d: %s", path, rc, strerror(errno));
+	return kind;
 }
+
+#define ASSERT_KIND(kind, want) \
+	ck_assert_msg((kind) == (want), "written as kind %d, expected %s", \
+		      (int)(kind), #want)
 
 
 /* A new file gets 0666 less the umask; a replaced one keeps its mode
@@ -455,11 +460,12 @@ START_TEST(lib_regular_files)
 	char fresh[PATH_MAX], old[PATH_MAX];
 	in_dir(fresh, dir, "new.folded");
 	in_dir(old, dir, "old.folded");
-	write_through(fresh, "main;a 1\n", CP_OUTPUT_REPLACE);
+	enum cp_output_kind kind = write_through(fresh, "main;a 1\n");
 	char *text = read_file(fresh);
 	ck_assert_str_eq(text, "main;a 1\n");
 	free(text);
 	ck_assert_uint_eq(lstat_of(fresh).st_mode & 07777, 0644);
+	ASSERT_KIND(kind, CP_OUTPUT_REPLACE);
 
 	write_file(old, "old\n");
 	ck_assert_int_eq(chmod(old, 0640), 0);
@@ -474,7 +480,7 @@ START_TEST(lib_regular_files)
 	ck_assert_str_eq(text, "old\n");
 	free(text);
 
-	write_through(old, "main;b 2\n", CP_OUTPUT_REPLACE);
+	kind = write_through(old, "main;b 2\n");
 	text = read_file(old);
 	ck_assert_str_eq(text, "main;b 2\n");
 	free(text);
@@ -487,6 +493,7 @@ START_TEST(lib_regular_files)
 			      "the replaced file's owner is %u:%u, was 65534:65534",
 			      (unsigned)st.st_uid, (unsigned)st.st_gid);
 	assert_entries(dir, ENTRIES("new.folded", "old.folded"));
+	ASSERT_KIND(kind, CP_OUTPUT_REPLACE);
 }
 END_TEST
 
@@ -499,11 +506,13 @@ START_TEST(lib_long_name)
 	memset(name, 'n', NAME_MAX);
 	name[NAME_MAX] = '\0';
 	char path[PATH_MAX];
-	write_through(in_dir(path, dir, name), "main;a 1\n", CP_OUTPUT_REPLACE);
+	enum cp_output_kind kind =
+		write_through(in_dir(path, dir, name), "main;a 1\n");
 	char *text = read_file(path);
 	ck_assert_str_eq(text, "main;a 1\n");
 	free(text);
 	assert_entries(dir, ENTRIES(name));
+	ASSERT_KIND(kind, CP_OUTPUT_REPLACE);
 }
 END_TEST
 
@@ -521,19 +530,21 @@ START_TEST(lib_char_devices)
 	make_char(in_dir(full, dir, "full"), 7);
 	struct stat null_st = lstat_of(null), full_st = lstat_of(full);
 
-	write_through(null, "main;a 1\n", CP_OUTPUT_DIRECT);
+	enum cp_output_kind kind = write_through(null, "main;a 1\n");
 	assert_same_node(null, &null_st);
+	ASSERT_KIND(kind, CP_OUTPUT_DIRECT);
 
 	struct cp_output *out = NULL;
 	char error[PATH_MAX + 256] = "";
 	int rc = out_open(full, &out, error, sizeof(error));
 	ck_assert_msg(rc == 0, "cp_output_open %s: %s", full, error);
-	ck_assert_int_eq(out_kind(out), CP_OUTPUT_DIRECT);
+	kind = out_kind(out);
 	fputs("main;a 1\n", cp_output_stream(out));
 	errno = 0;
 	rc = cp_output_commit(out);
 	int err = errno;
 	assert_same_node(full, &full_st);
+	ASSERT_KIND(kind, CP_OUTPUT_DIRECT);
 	ck_assert_msg(rc == -CP_E_SYS && err == ENOSPC,
 		      "commit on a full device: %d, errno %s", rc,
 		      strerror(err));
@@ -551,9 +562,10 @@ START_TEST(lib_fifo)
 	collect_fifo(&c, in_dir(fifo, dir, "fifo"));
 	struct stat st = lstat_of(fifo);
 	char *text = pattern(1 << 20);
-	write_through(fifo, text, CP_OUTPUT_DIRECT);
+	enum cp_output_kind kind = write_through(fifo, text);
 	collect_finish(&c);
 	assert_same_node(fifo, &st);
+	ASSERT_KIND(kind, CP_OUTPUT_DIRECT);
 	ck_assert_msg(c.len == strlen(text) && memcmp(c.data, text, c.len) == 0,
 		      "the FIFO's reader got %zu bytes, expected %zu", c.len,
 		      strlen(text));
@@ -573,9 +585,10 @@ START_TEST(lib_socket)
 	collect_socket(&c, in_dir(sock, dir, "sock"));
 	struct stat st = lstat_of(sock);
 	char *text = pattern(1 << 20);
-	write_through(sock, text, CP_OUTPUT_DIRECT);
+	enum cp_output_kind kind = write_through(sock, text);
 	collect_finish(&c);
 	assert_same_node(sock, &st);
+	ASSERT_KIND(kind, CP_OUTPUT_DIRECT);
 	ck_assert_msg(c.len == strlen(text) && memcmp(c.data, text, c.len) == 0,
 		      "the socket's reader got %zu bytes, expected %zu", c.len,
 		      strlen(text));
@@ -609,10 +622,12 @@ START_TEST(lib_symlinks)
 		{chain, "main;chain 3\n"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-		write_through(cases[i].path, cases[i].text, CP_OUTPUT_REPLACE);
+		enum cp_output_kind kind =
+			write_through(cases[i].path, cases[i].text);
 		assert_link(abs_link, target);
 		assert_link(rel_link, rel);
 		assert_link(chain, "rel");
+		ASSERT_KIND(kind, CP_OUTPUT_REPLACE);
 		char *text = read_file(target);
 		ck_assert_msg(strcmp(text, cases[i].text) == 0,
 			      "through %s the target holds '%s'", cases[i].path,
@@ -625,9 +640,10 @@ START_TEST(lib_symlinks)
 		make_char(in_dir(null, other, "null"), 3);
 		struct stat st = lstat_of(null);
 		make_link(null, in_dir(to_null, dir, "to-null"));
-		write_through(to_null, "main;a 1\n", CP_OUTPUT_DIRECT);
+		enum cp_output_kind kind = write_through(to_null, "main;a 1\n");
 		assert_same_node(null, &st);
 		assert_link(to_null, null);
+		ASSERT_KIND(kind, CP_OUTPUT_DIRECT);
 		assert_entries(dir, ENTRIES("abs", "chain", "rel", "to-null"));
 		assert_entries(other, ENTRIES("null", "target.folded"));
 	} else {
@@ -647,13 +663,14 @@ START_TEST(lib_proc_fd_link)
 	char proc[64], link[PATH_MAX];
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fds[1]);
 	make_link(proc, in_dir(link, dir, "my-stdout"));
-	write_through(link, "main;a 1\n", CP_OUTPUT_DIRECT);
+	enum cp_output_kind kind = write_through(link, "main;a 1\n");
 	assert_link(link, proc);
 	char buf[64] = "";
 	ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
 	ck_assert_msg(n == 9 && strcmp(buf, "main;a 1\n") == 0,
 		      "the pipe got %zd bytes: '%s'", n, n > 0 ? buf : "");
 	assert_entries(dir, ENTRIES("my-stdout"));
+	ASSERT_KIND(kind, CP_OUTPUT_DIRECT);
 	close(fds[0]);
 	close(fds[1]);
 }
@@ -1065,70 +1082,91 @@ static void assert_profile(const char *text, const char *what)
 	tu_profile_free(profile);
 }
 
-/* cprof-attach -o onto each kind of destination.  */
-START_TEST(attach_destinations)
+/* cprof-attach -o onto a link to a file elsewhere: the file replaced
+ * (its mode kept), the link stays.  */
+START_TEST(attach_symlink)
 {
 	const char *dir = temp_dir(), *other = temp_dir();
-	char p[PATH_MAX], target[PATH_MAX], fifo[PATH_MAX];
+	char link[PATH_MAX], target[PATH_MAX];
 	write_file(in_dir(target, other, "target"), "old\n");
 	ck_assert_int_eq(chmod(target, 0640), 0);
-	make_link(target, in_dir(p, dir, "link"));
-	make_link("nowhere", in_dir(p, dir, "dangling"));
-	ck_assert_int_eq(mkdir(in_dir(p, dir, "sub"), 0755), 0);
-
-	/* a link to a file elsewhere: the file replaced, the link stays */
+	make_link(target, in_dir(link, dir, "link"));
 	struct prog_run run = attach_run(dir, "link", NULL);
-	assert_link(in_dir(p, dir, "link"), target);
+	assert_link(link, target);
 	assert_ok(&run, "cprof-attach -o link");
 	run_free(&run);
 	char *text = read_file(target);
 	assert_profile(text, "through the link");
 	free(text);
 	ck_assert_uint_eq(lstat_of(target).st_mode & 07777, 0640);
+	assert_entries(dir, ENTRIES("link"));
+	assert_entries(other, ENTRIES("target"));
+}
+END_TEST
 
-	/* a FIFO: the reader gets the profile */
+/* cprof-attach -o onto a FIFO: the reader gets the profile.  */
+START_TEST(attach_fifo)
+{
+	const char *dir = temp_dir();
+	char fifo[PATH_MAX];
 	struct collector c;
 	collect_fifo(&c, in_dir(fifo, dir, "fifo"));
-	struct stat fifo_st = lstat_of(fifo);
-	run = attach_run(dir, "fifo", &c);
-	assert_same_node(fifo, &fifo_st);
+	struct stat st = lstat_of(fifo);
+	struct prog_run run = attach_run(dir, "fifo", &c);
+	assert_same_node(fifo, &st);
 	assert_ok(&run, "cprof-attach -o fifo");
 	run_free(&run);
 	assert_profile(c.data, "the FIFO's reader");
 	free(c.data);
+	assert_entries(dir, ENTRIES("fifo"));
+}
+END_TEST
 
-	/* refused before the target is started: exit 2 */
+/* cprof-attach -o onto a null device: written, the device stays; onto a
+ * full one: exit 1 with ENOSPC, the device stays.  */
+START_TEST(attach_char_devices)
+{
+	if (!is_root()) {
+		fprintf(stderr, "attach_char_devices: skipped (mknod needs root)\n");
+		return;
+	}
+	const char *dir = temp_dir();
+	char null[PATH_MAX], full[PATH_MAX];
+	make_char(in_dir(null, dir, "null"), 3);
+	make_char(in_dir(full, dir, "full"), 7);
+	struct stat null_st = lstat_of(null), full_st = lstat_of(full);
+	struct prog_run run = attach_run(dir, "null", NULL);
+	assert_same_node(null, &null_st);
+	assert_ok(&run, "cprof-attach -o null");
+	run_free(&run);
+	run = attach_run(dir, "full", NULL);
+	assert_same_node(full, &full_st);
+	assert_fails(&run, 1, "cprof-attach: cannot write the profile to full",
+		     "No space left on device", "cprof-attach -o full");
+	run_free(&run);
+	assert_entries(dir, ENTRIES("full", "null"));
+}
+END_TEST
+
+/* cprof-attach -o onto a directory or a dangling link: refused before
+ * any target is started, exit 2, nothing touched.  */
+START_TEST(attach_refused)
+{
+	const char *dir = temp_dir();
+	char p[PATH_MAX];
+	make_link("nowhere", in_dir(p, dir, "dangling"));
+	ck_assert_int_eq(mkdir(in_dir(p, dir, "sub"), 0755), 0);
 	const char *refused[] = {"sub", "dangling"};
 	for (size_t i = 0; i < 2; i++) {
-		run = attach_run(dir, refused[i], NULL);
+		struct prog_run run = attach_run(dir, refused[i], NULL);
 		char prefix[64];
 		snprintf(prefix, sizeof(prefix),
 			 "cprof-attach: will not write to %s: ", refused[i]);
 		assert_fails(&run, 2, prefix, NULL, refused[i]);
 		run_free(&run);
+		assert_link(in_dir(p, dir, "dangling"), "nowhere");
+		assert_entries(dir, ENTRIES("dangling", "sub"));
 	}
-	assert_link(in_dir(p, dir, "dangling"), "nowhere");
-
-	if (is_root()) {
-		char null[PATH_MAX], full[PATH_MAX];
-		make_char(in_dir(null, dir, "null"), 3);
-		make_char(in_dir(full, dir, "full"), 7);
-		struct stat null_st = lstat_of(null), full_st = lstat_of(full);
-		run = attach_run(dir, "null", NULL);
-		assert_same_node(null, &null_st);
-		assert_ok(&run, "cprof-attach -o null");
-		run_free(&run);
-		run = attach_run(dir, "full", NULL);
-		assert_same_node(full, &full_st);
-		assert_fails(&run, 1, "cprof-attach: cannot write the profile to full",
-			     "No space left on device", "cprof-attach -o full");
-		run_free(&run);
-		assert_entries(dir, ENTRIES("dangling", "fifo", "full", "link",
-					    "null", "sub"));
-	} else {
-		assert_entries(dir, ENTRIES("dangling", "fifo", "link", "sub"));
-	}
-	assert_entries(other, ENTRIES("target"));
 }
 END_TEST
 
@@ -1187,7 +1225,10 @@ static Suite *output_suite(void)
 	tc = tcase_create("cprof-attach");
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, attach_destinations);
+	tcase_add_test(tc, attach_symlink);
+	tcase_add_test(tc, attach_fifo);
+	tcase_add_test(tc, attach_char_devices);
+	tcase_add_test(tc, attach_refused);
 	tcase_add_test(tc, attach_stale_temporary);
 	suite_add_tcase(s, tc);
 	return s;
