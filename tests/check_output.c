@@ -731,6 +731,72 @@ START_TEST(lib_refused)
 }
 END_TEST
 
+/* Links on the way to the file are followed by the same rule as the
+ * last one: ours or root's are, another user's is refused (with nothing
+ * written where it points); /dev/fd-style links into /proc work.  */
+START_TEST(lib_directory_links)
+{
+	const char *dir = temp_dir(), *other = temp_dir();
+	char p[PATH_MAX], target[PATH_MAX];
+	write_file(in_dir(target, other, "target"), "keep\n");
+	make_link(other, in_dir(p, dir, "ours"));
+	make_link("/proc/self/fd", in_dir(p, dir, "fd"));
+	int fds[2];
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+	char via_fd[PATH_MAX];
+	snprintf(via_fd, sizeof(via_fd), "%s/fd/%d", dir, fds[1]);
+	enum cp_output_kind fd_kind = write_through(via_fd, "main;fd 1\n");
+	char buf[64] = "";
+	ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+	ck_assert_msg(n == 10 && strcmp(buf, "main;fd 1\n") == 0,
+		      "through %s the pipe got %zd bytes: '%s'", via_fd, n,
+		      n > 0 ? buf : "");
+	close(fds[0]);
+	close(fds[1]);
+	ASSERT_KIND(fd_kind, CP_OUTPUT_DIRECT);
+
+	snprintf(p, sizeof(p), "%s/ours/new.folded", dir);
+	write_through(p, "main;a 1\n");
+	char *text = read_file(in_dir(p, other, "new.folded"));
+	ck_assert_str_eq(text, "main;a 1\n");
+	free(text);
+	if (!is_root()) {
+		assert_entries(dir, ENTRIES("fd", "ours"));
+		return;
+	}
+	make_link(other, in_dir(p, dir, "theirs"));
+	ck_assert_int_eq(lchown(p, 65534, 65534), 0);
+	/* ".." after a link is the parent of where it led (/tmp here) */
+	char roundabout[PATH_MAX];
+	snprintf(roundabout, sizeof(roundabout), "ours/../%s/theirs/target",
+		 strrchr(dir, '/') + 1);
+	const char *cases[] = {"theirs/target", "theirs/fresh", roundabout};
+	for (size_t i = 0; i < 3; i++) {
+		char path[PATH_MAX];
+		in_dir(path, dir, cases[i]);
+		struct cp_output *out = NULL;
+		char error[PATH_MAX + 256] = "";
+		int rc = out_open(path, &out, error, sizeof(error));
+		if (rc == 0) {
+			fputs("main;a 1\n", cp_output_stream(out));
+			cp_output_commit(out);
+		}
+		ck_assert_msg(rc == -CP_E_INVAL,
+			      "%s: cp_output_open returned %d (%s), expected -CP_E_INVAL",
+			      cases[i], rc, error);
+		ck_assert_msg(strstr(error, path) && strstr(error, "theirs") &&
+				      strstr(error, "65534"),
+			      "%s: the message does not name the link and its owner: %s",
+			      cases[i], error);
+		text = read_file(target);
+		ck_assert_str_eq(text, "keep\n");
+		free(text);
+		assert_entries(other, ENTRIES("new.folded", "target"));
+	}
+	assert_entries(dir, ENTRIES("fd", "ours", "theirs"));
+}
+END_TEST
+
 static int compare_names(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -1209,6 +1275,7 @@ static Suite *output_suite(void)
 	tcase_add_test(tc, lib_symlinks);
 	tcase_add_test(tc, lib_proc_fd_link);
 	tcase_add_test(tc, lib_refused);
+	tcase_add_test(tc, lib_directory_links);
 	tcase_add_test(tc, lib_stale_temporaries);
 	suite_add_tcase(s, tc);
 

@@ -11,12 +11,12 @@
  *  - a character device, FIFO or socket is written directly, never
  *    replaced (opened like the shell's '>': without O_CREAT, a FIFO
  *    waits for its reader; a socket is connected to);
- *  - a symbolic link is followed to its final target, owned by us or
- *    by root at every step, and the rule above applies there (so the
- *    link stays a link); a dangling link, a loop, a link owned by another
- *    user or one to a directory is refused, never replaced.  A link
- *    under /proc (/dev/stdout, /dev/fd/N) is written through to the open
- *    file it stands for;
+ *  - a symbolic link, at the end of the path or on the way to it, is
+ *    followed only when we or root own it (the rule above then applies
+ *    to its final target, so the link stays a link); a dangling link, a
+ *    loop, a link owned by another user or one to a directory is
+ *    refused, never replaced.  A link into /proc (/dev/stdout,
+ *    /dev/fd/N) is written through to the open file it stands for;
  *  - a directory, a block device or anything else is refused.
  *
  * Temporaries are named ".NAME.cprof-tmp.PID.RANDOM" beside NAME.  One
