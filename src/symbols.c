@@ -17,25 +17,23 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <libiberty/demangle.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cprof/error.h"
+#include "cprof/perfmap.h"
 #include "cprof/procfs.h"
 #include "cprof/profile.h"
+#include "cprof/tpath.h"
 #include "hashidx.h"
 
 #define MAX_INLINE 32
-
-/* One line of a JIT's /tmp/perf-PID.map.  */
-struct perf_sym {
-	uint64_t start, end;
-	uint32_t name; /* string id */
-};
 
 struct cp_symbols {
 	pid_t pid;
@@ -49,15 +47,15 @@ struct cp_symbols {
 	uint32_t nsyms, syms_cap;
 	struct cp_hashidx index;     /* address -> id */
 	struct cp_maps *maps;        /* for /proc/PID/map_files */
-	bool other_mount_ns;         /* read files through /proc/PID/root */
+	struct cp_tpath_creds creds; /* the target's, to judge its files */
+	bool have_creds;
 	bool reread_allowed;         /* one maps re-read per epoch */
-	struct perf_sym *perf_syms;  /* sorted by start */
-	size_t nperf_syms;
-	struct timespec perf_mtime;  /* of the perf map last read */
+	struct cp_perfmap_file *perfmap; /* /tmp/perf-PID.map, once needed */
+	bool perfmap_allowed;        /* one perf map refresh per epoch */
 	uint64_t lookups, hits, rereads;
-	struct symtab **symtabs;     /* built per module, freed at the end */
-	size_t nsymtabs;
-	char **warned;               /* debug files already warned about */
+	struct module_data **modules; /* every module's userdata */
+	size_t nmodules;
+	char **warned;               /* files already warned about */
 	size_t nwarned;
 };
 
@@ -101,6 +99,44 @@ static void warn(struct cp_symbols *s, const char *key, const char *fmt, ...)
 
 /* ------------------------------------------------------------ finding ELF */
 
+/* What we keep per libdwfl module (its userdata).  */
+struct module_data {
+	struct symtab *symtab;       /* built on first lookup */
+	bool have_file;              /* DEV and INO are the main file's */
+	dev_t dev;
+	ino_t ino;
+};
+
+/* The module's data, created on first use.  NULL when out of memory.  */
+static struct module_data *module_data(struct cp_symbols *s, void **userdata)
+{
+	if (*userdata)
+		return *userdata;
+	struct module_data **grown =
+		realloc(s->modules, (s->nmodules + 1) * sizeof(*grown));
+	if (!grown)
+		return NULL;
+	s->modules = grown;
+	struct module_data *md = calloc(1, sizeof(*md));
+	if (!md)
+		return NULL;
+	s->modules[s->nmodules++] = md;
+	*userdata = md;
+	return md;
+}
+
+/* The target's credentials may change (setuid, an exec): read them again
+ * before judging its files.  Unknown ones judge everything unreadable. */
+static void update_creds(struct cp_symbols *s)
+{
+	s->have_creds = cp_tpath_creds_read(s->pid, &s->creds) == 0;
+}
+
+static const struct cp_tpath_creds *creds(const struct cp_symbols *s)
+{
+	return s->have_creds ? &s->creds : NULL;
+}
+
 /* The mapping of PATH at file offset 0, for /proc/PID/map_files.  */
 static const struct cp_map *first_mapping(struct cp_symbols *s,
 					  const char *path)
@@ -118,48 +154,87 @@ static const struct cp_map *first_mapping(struct cp_symbols *s,
 	return NULL;
 }
 
-/* Open the file the target really has mapped as MODNAME.  The path may
- * lead elsewhere now: the file was deleted or replaced (an upgrade), or
- * the target lives in another mount namespace (a container).  */
-static int open_module_file(struct cp_symbols *s, const char *modname,
-			    char **file_name)
+static bool deleted(const char *modname)
 {
-	char path[4096];
+	size_t len = strlen(modname);
+	return len > 10 && strcmp(modname + len - 10, " (deleted)") == 0;
+}
+
+/* Open the file the target really has mapped as MODNAME, never anything
+ * else the path may lead to by now.  First /proc/PID/map_files: the very
+ * file mapped, whatever was done to its name (deleted, replaced by an
+ * upgrade — or by a FIFO).  Without the privilege for that, the path in
+ * the target's root, by the rules for the target's paths (cprof/tpath.h),
+ * and only when it is still the inode mapped.  */
+static int open_module_file(struct cp_symbols *s, const char *modname,
+			    struct stat *st, char **file_name)
+{
 	const struct cp_map *m = first_mapping(s, modname);
-	struct stat st;
-	if (s->other_mount_ns)
-		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)s->pid,
-			 modname);
-	else
-		snprintf(path, sizeof(path), "%s", modname);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	bool same = fd >= 0 && fstat(fd, &st) == 0 &&
-		    (!m || (uint64_t)st.st_ino == m->inode);
-	if (!same && m) {
-		/* The kernel still holds the mapped file: read it from
-		 * there.  */
-		if (fd >= 0)
-			close(fd);
-		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
-			 (int)s->pid, m->start, m->end);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+	const char *why = NULL;
+	char path[96];
+	int fd;
+	if (m) {
+		fd = cp_tpath_open_mapped(s->pid, m->start, m->end, st, &why);
+		if (fd >= 0) {
+			snprintf(path, sizeof(path),
+				 "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
+				 (int)s->pid, m->start, m->end);
+			*file_name = strdup(path);
+			return fd;
+		}
+		if (fd == -CP_E_PERM)
+			goto refused; /* a mapped device: not ours to open */
+	}
+	if (deleted(modname))
+		return -1; /* whatever has that name now is another file */
+	fd = cp_tpath_open(s->pid, modname,
+			   CP_TPATH_IN_ROOT | CP_TPATH_NOFOLLOW | CP_TPATH_READABLE,
+			   creds(s), st, &why);
+	if (fd == -CP_E_PERM)
+		goto refused;
+	if (fd >= 0 && m && (uint64_t)st->st_ino != m->inode) {
+		close(fd);
+		return -1; /* replaced since it was mapped */
 	}
 	if (fd >= 0)
-		*file_name = strdup(path);
+		*file_name = strdup(modname);
 	return fd;
+refused:
+	warn(s, modname, "not reading module %s: %s; its frames stay unnamed",
+	     modname, why);
+	return -1;
 }
 
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 		    Dwarf_Addr base, char **file_name, Elf **elfp)
 {
 	struct cp_symbols *s = current;
-	if (s && modname[0] == '/') {
-		int fd = open_module_file(s, modname, file_name);
-		if (fd >= 0)
-			return fd;
+	/* libdwfl opens a *FILE_NAME left behind by a failed callback
+	 * itself, with a plain open(): never leave one.  */
+	*file_name = NULL;
+	if (modname[0] == '/') {
+		/* Never libdwfl's own fallback for a path: it stat()s, then
+		 * open()s the path, following symlinks, a FIFO swapped in
+		 * between blocking us for ever.  */
+		struct stat st;
+		struct module_data *md = s ? module_data(s, userdata) : NULL;
+		int fd = md ? open_module_file(s, modname, &st, file_name) : -1;
+		if (fd >= 0 && !*file_name) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0) {
+			md->have_file = true;
+			md->dev = st.st_dev;
+			md->ino = st.st_ino;
+		}
+		return fd;
 	}
-	return dwfl_linux_proc_find_elf(mod, userdata, modname, base,
-					file_name, elfp);
+	/* The vDSO ("[vdso: PID]"): read from the target's memory.  */
+	if (strncmp(modname, "[vdso: ", 7) == 0)
+		return dwfl_linux_proc_find_elf(mod, userdata, modname, base,
+						file_name, elfp);
+	return -1;
 }
 
 /* -------------------------------------------------------- debug files */
@@ -208,13 +283,10 @@ static void hex(const unsigned char *bytes, int len, char *out, size_t size)
 		snprintf(out + 2 * i, 3, "%02x", bytes[i]);
 }
 
-/* The build-id note of the ELF file at PATH into BUF (hex); false when it
- * has none or cannot be read.  */
-static bool file_build_id(const char *path, char *buf, size_t size)
+/* The build-id note of the ELF file open as FD into BUF (hex); false when
+ * it has none.  */
+static bool fd_build_id(int fd, char *buf, size_t size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	const void *id = NULL;
 	ssize_t len = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
@@ -222,75 +294,272 @@ static bool file_build_id(const char *path, char *buf, size_t size)
 		hex(id, (int)len, buf, size);
 	if (elf)
 		elf_end(elf);
-	close(fd);
 	return len > 0;
 }
 
-/* libdwfl rejects a .gnu_debuglink file whose CRC does not match without a
- * word.  A user who put a debug file of another build in the way wants to
- * know: look where the search looked and name the file that was skipped. */
-static void explain_missing_debuginfo(struct cp_symbols *s, Dwfl_Module *mod,
-				      const char *file_name,
-				      const char *debuglink)
+/* The .gnu_debuglink CRC (zlib's CRC-32) of the file open as FD.  */
+static bool fd_crc32(int fd, uint32_t *out)
 {
-	if (!debuglink || !file_name)
-		return;
-	const unsigned char *bits;
-	GElf_Addr vaddr;
-	int len = dwfl_module_build_id(mod, &bits, &vaddr);
-	if (len <= 0)
-		return;
-	char module_id[128];
-	hex(bits, len, module_id, sizeof(module_id));
-	const char *slash = strrchr(file_name, '/');
-	char dir[2048];
-	snprintf(dir, sizeof(dir), "%.*s",
-		 slash ? (int)(slash - file_name) : 1, slash ? file_name : ".");
-	char candidates[8][4096];
-	size_t n = 0;
-	for (char **d = s->dirs; d && *d && n < 6; d++) {
-		snprintf(candidates[n++], sizeof(candidates[0]), "%s%s/%s", *d,
-			 dir, debuglink);
-		snprintf(candidates[n++], sizeof(candidates[0]), "%s/%s", *d,
-			 debuglink);
-	}
-	snprintf(candidates[n++], sizeof(candidates[0]), "%s/%s", dir, debuglink);
-	snprintf(candidates[n++], sizeof(candidates[0]), "%s/.debug/%s", dir,
-		 debuglink);
-	for (size_t i = 0; i < n; i++) {
-		char id[128];
-		if (access(candidates[i], R_OK) != 0 ||
-		    strcmp(candidates[i], file_name) == 0)
+	enum { CHUNK = 1 << 16 };
+	unsigned char *buf = malloc(CHUNK);
+	uLong crc = crc32(0, Z_NULL, 0);
+	off_t offset = 0;
+	bool ok = buf != NULL;
+	while (ok) {
+		ssize_t got = pread(fd, buf, CHUNK, offset);
+		if (got < 0 && errno == EINTR)
 			continue;
-		if (!file_build_id(candidates[i], id, sizeof(id))) {
-			warn(s, candidates[i],
-			     "debug file %s for %s is not usable (no build-id, CRC does not match): ignored",
-			     candidates[i], file_name);
-		} else if (strcmp(id, module_id) != 0) {
-			warn(s, candidates[i],
-			     "debug file %s (build-id %s) does not match %s (build-id %s): ignored",
-			     candidates[i], id, file_name, module_id);
+		if (got <= 0) {
+			ok = got == 0;
+			break;
 		}
-		return;
+		crc = crc32(crc, buf, (uInt)got);
+		offset += got;
+	}
+	free(buf);
+	*out = (uint32_t)crc;
+	return ok;
+}
+
+/* One search for a module's separate debug file by name.  */
+struct debug_search {
+	struct cp_symbols *s;
+	const char *modname;         /* for messages */
+	struct module_data *md;      /* the main file, not to be taken */
+	char module_id[129];         /* its build-id (hex), "" when none */
+	GElf_Word crc;               /* from .gnu_debuglink; checked if ... */
+	bool check_crc;              /* ... the module has no build-id */
+	bool alt;                    /* a dwz file: not checked here */
+};
+
+/* Open PATH by FLAGS (cprof/tpath.h) and take it if it is this module's
+ * debug file; each file that is not gets one warning.  Returns its
+ * descriptor, with *NAME (the caller frees), or -1.  */
+static int try_debug_file(struct debug_search *d, const char *path,
+			  unsigned flags, char **name)
+{
+	struct cp_symbols *s = d->s;
+	struct stat st;
+	const char *why;
+	int fd = cp_tpath_open(s->pid, path, flags, creds(s), &st, &why);
+	if (fd == -CP_E_PERM)
+		warn(s, path, "not reading debug file %s for %s: %s", path,
+		     d->modname, why);
+	if (fd < 0)
+		return -1;
+	const char *problem = NULL;
+	char id[129];
+	if (d->md && d->md->have_file && st.st_dev == d->md->dev &&
+	    st.st_ino == d->md->ino) {
+		/* The module itself under another name.  */
+	} else if ((problem = elf_problem(fd))) {
+		warn(s, path, "skipping corrupt debug file %s for %s: %s", path,
+		     d->modname, problem);
+	} else if (d->alt) {
+		goto take;
+	} else if (d->module_id[0]) {
+		if (!fd_build_id(fd, id, sizeof(id)))
+			warn(s, path,
+			     "debug file %s for %s is not usable (no build-id): ignored",
+			     path, d->modname);
+		else if (strcmp(id, d->module_id) != 0)
+			warn(s, path,
+			     "debug file %s (build-id %s) does not match %s (build-id %s): ignored",
+			     path, id, d->modname, d->module_id);
+		else
+			goto take;
+	} else if (d->check_crc) {
+		uint32_t crc;
+		if (!fd_crc32(fd, &crc) || crc != d->crc)
+			warn(s, path,
+			     "debug file %s for %s is not usable (no build-id, CRC does not match): ignored",
+			     path, d->modname);
+		else
+			goto take;
+	} else {
+		goto take;
+	}
+	close(fd);
+	return -1;
+take:
+	*name = strdup(path);
+	if (!*name) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Under ROOT (a debug directory of ours): ROOT/DIR/NAME, then with the
+ * leading components of DIR dropped one at a time, down to ROOT/NAME (as
+ * libdwfl's search does for an absolute entry of its path).  */
+static int try_debug_root(struct debug_search *d, const char *root,
+			  const char *dir, const char *name, char **out)
+{
+	char path[PATH_MAX];
+	for (const char *sub = dir;;) {
+		while (*sub == '/')
+			sub++;
+		int n = *sub ? snprintf(path, sizeof(path), "%s/%s/%s", root, sub, name)
+			     : snprintf(path, sizeof(path), "%s/%s", root, name);
+		if (n > 0 && (size_t)n < sizeof(path)) {
+			int fd = try_debug_file(d, path, 0, out);
+			if (fd >= 0)
+				return fd;
+		}
+		if (!*sub)
+			return -1;
+		sub = strchr(sub, '/');
+		if (!sub)
+			sub = "";
 	}
 }
 
+/* Is PATH (a dwz file's name) in one of our debug directories?  */
+static bool in_debug_dirs(const struct cp_symbols *s, const char *path)
+{
+	static const char system_dir[] = "/usr/lib/debug/";
+	if (strncmp(path, system_dir, sizeof(system_dir) - 1) == 0)
+		return true;
+	for (char **d = s->dirs; d && *d; d++) {
+		size_t len = strlen(*d);
+		if ((*d)[0] == '/' && strncmp(path, *d, len) == 0 &&
+		    path[len] == '/')
+			return true;
+	}
+	return false;
+}
+
+/* The search by name libdwfl's standard one does, with every file the
+ * target controls opened by the target's rules: the .gnu_debuglink NAME
+ * (or MODULE.debug without one) in our --debuginfo-dir directories, then
+ * beside the module and in its .debug/ (the target's directories), then
+ * under /usr/lib/debug.  */
+static int find_by_name(struct debug_search *d, const char *debuglink,
+			char **out)
+{
+	struct cp_symbols *s = d->s;
+	char dir[PATH_MAX], base[NAME_MAX + 1], invented[NAME_MAX + 1];
+	if (d->alt) {
+		/* A dwz file's name from a debug file: used only inside our
+		 * own debug directories.  */
+		if (debuglink[0] != '/' || strstr(debuglink, "..") ||
+		    !in_debug_dirs(s, debuglink))
+			return -1;
+		for (const char *p = debuglink; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				return -1;
+		return try_debug_file(d, debuglink, 0, out);
+	}
+	/* The module's directory and name, in the target's root.  */
+	const char *slash = strrchr(d->modname, '/');
+	if (!slash || (size_t)(slash - d->modname) >= sizeof(dir))
+		return -1;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - d->modname), d->modname);
+	snprintf(base, sizeof(base), "%s", slash + 1);
+	if (deleted(base))
+		base[strlen(base) - 10] = '\0';
+	const char *name = debuglink;
+	bool invented_name = !debuglink;
+	if (invented_name) {
+		/* No .gnu_debuglink: libdwfl tries MODULE.debug, and the
+		 * module's own name in the debug directories.  */
+		if (snprintf(invented, sizeof(invented), "%s.debug", base) >=
+		    (int)sizeof(invented))
+			return -1;
+		name = invented;
+		d->check_crc = false;
+	}
+	if (!cp_tpath_debuglink_ok(name)) {
+		/* "../../etc/shadow": a path, not a name.  */
+		if (!invented_name)
+			warn(s, d->modname,
+			     "ignoring the .gnu_debuglink of %s: not a plain file name",
+			     d->modname);
+		return -1;
+	}
+	bool try_base = invented_name && cp_tpath_debuglink_ok(base);
+	int fd = -1;
+	for (char **root = s->dirs; fd < 0 && root && *root; root++) {
+		if ((*root)[0] != '/')
+			continue;
+		fd = try_debug_root(d, *root, dir, name, out);
+		if (fd < 0 && try_base)
+			fd = try_debug_root(d, *root, dir, base, out);
+	}
+	/* The target's own directories: its rules.  */
+	const unsigned target = CP_TPATH_IN_ROOT | CP_TPATH_NOFOLLOW |
+				CP_TPATH_READABLE;
+	char path[PATH_MAX];
+	if (fd < 0 && snprintf(path, sizeof(path), "%s/%s", dir, name) <
+			      (int)sizeof(path))
+		fd = try_debug_file(d, path, target, out);
+	if (fd < 0 && snprintf(path, sizeof(path), "%s/.debug/%s", dir, name) <
+			      (int)sizeof(path))
+		fd = try_debug_file(d, path, target, out);
+	if (fd < 0)
+		fd = try_debug_root(d, "/usr/lib/debug", dir, name, out);
+	if (fd < 0 && try_base)
+		fd = try_debug_root(d, "/usr/lib/debug", dir, base, out);
+	return fd;
+}
+
+/* libdwfl asks for a module's separate debug file (or, with a dwz-style
+ * name and no CRC, for the file its debug file shares DWARF with).
+ * libdwfl's own search (dwfl_standard_find_debuginfo) is not safe with a
+ * target's paths: it open()s them plainly, follows symlinks, blocks on a
+ * FIFO, pastes a debuglink "../../x" into a directory.  So: build-id
+ * directories and debuginfod through libdwfl (no target path there: only
+ * our directories and the build-id's hex), the search by name here.  */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 			  const char *modname, GElf_Addr base,
 			  const char *file_name, const char *debuglink_file,
 			  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	struct cp_symbols *s = current;
-	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base,
-					      file_name, debuglink_file,
-					      debuglink_crc,
+	*debuginfo_file_name = NULL;
+	/* Build-id: our directories' .build-id/xx/rest.debug.  */
+	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base,
+					      NULL, NULL, 0,
 					      debuginfo_file_name);
+	if (fd < 0 && s && modname[0] == '/') {
+		struct debug_search d = {
+			.s = s,
+			.modname = modname,
+			.md = *userdata,
+			.crc = debuglink_crc,
+			.check_crc = debuglink_crc != 0,
+			/* libdwfl asks for a dwz file with a CRC of 0; a real
+			 * .gnu_debuglink has one.  */
+			.alt = debuglink_file && debuglink_crc == 0,
+		};
+		const unsigned char *bits;
+		GElf_Addr vaddr;
+		int len = dwfl_module_build_id(mod, &bits, &vaddr);
+		if (len > 0)
+			hex(bits, len, d.module_id, sizeof(d.module_id));
+		free(*debuginfo_file_name);
+		*debuginfo_file_name = NULL;
+		fd = find_by_name(&d, debuglink_file, debuginfo_file_name);
+	}
+	if (fd < 0) {
+		/* Last, debuginfod (when DEBUGINFOD_URLS is set): no file
+		 * name, so libdwfl's search by name finds nothing and goes
+		 * on to the server.  */
+		free(*debuginfo_file_name);
+		*debuginfo_file_name = NULL;
+		fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base,
+						  NULL, NULL, 0,
+						  debuginfo_file_name);
+	}
+	if (fd < 0) {
+		/* libdwfl would open a name left behind itself.  */
+		free(*debuginfo_file_name);
+		*debuginfo_file_name = NULL;
+		return -1;
+	}
 	if (!s)
 		return fd;
-	if (fd < 0) {
-		explain_missing_debuginfo(s, mod, file_name, debuglink_file);
-		return fd;
-	}
 	const char *problem = elf_problem(fd);
 	if (problem) {
 		const char *path = *debuginfo_file_name ? *debuginfo_file_name
@@ -315,24 +584,17 @@ static int report(struct cp_symbols *s)
 		cp_maps_free(s->maps);
 		s->maps = fresh;
 	}
+	update_creds(s);
+	/* Called inside a lookup too (a re-read): leave CURRENT as it was. */
+	struct cp_symbols *outer = current;
 	current = s;
 	dwfl_report_begin(s->dwfl);
 	int rc = dwfl_linux_proc_report(s->dwfl, s->pid);
 	dwfl_report_end(s->dwfl, NULL, NULL);
-	current = NULL;
+	current = outer;
 	if (rc != 0)
 		return rc == ENOENT || rc == ESRCH ? -CP_E_NOPROC : -CP_E_SYS;
 	return 0;
-}
-
-static bool same_mount_ns(pid_t pid)
-{
-	char path[64];
-	struct stat ours, theirs;
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	if (stat("/proc/self/ns/mnt", &ours) != 0 || stat(path, &theirs) != 0)
-		return true;
-	return ours.st_ino == theirs.st_ino && ours.st_dev == theirs.st_dev;
 }
 
 static char *build_debuginfo_path(const struct cp_symbols_options *o)
@@ -391,7 +653,6 @@ int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
 		cp_symbols_free(s);
 		return -CP_E_NOMEM;
 	}
-	s->other_mount_ns = !same_mount_ns(pid);
 	s->callbacks.find_elf = find_elf;
 	s->callbacks.find_debuginfo = find_debuginfo;
 	s->callbacks.debuginfo_path = &s->debuginfo_path;
@@ -406,6 +667,7 @@ int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
 		return rc;
 	}
 	s->reread_allowed = true;
+	s->perfmap_allowed = true;
 	*out = s;
 	return 0;
 }
@@ -426,10 +688,12 @@ void cp_symbols_free(struct cp_symbols *s)
 	for (size_t i = 0; i < s->nwarned; i++)
 		free(s->warned[i]);
 	free(s->warned);
-	free(s->perf_syms);
-	for (size_t i = 0; i < s->nsymtabs; i++)
-		free_symtab(s->symtabs[i]);
-	free(s->symtabs);
+	cp_perfmap_file_free(s->perfmap);
+	for (size_t i = 0; i < s->nmodules; i++) {
+		free_symtab(s->modules[i]->symtab);
+		free(s->modules[i]);
+	}
+	free(s->modules);
 	cp_maps_free(s->maps);
 	cp_profile_free(s->strings);
 	free(s->debuginfo_path);
@@ -438,76 +702,50 @@ void cp_symbols_free(struct cp_symbols *s)
 
 /* ------------------------------------------------------------ perf map */
 
-static int compare_perf(const void *a, const void *b)
-{
-	const struct perf_sym *x = a, *y = b;
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* (Re)read /tmp/perf-PID.map when it changed: "START SIZE name" lines, hex,
- * written by JITs (V8, the JVM with perf-map-agent, LuaJIT, ...).  */
-static void load_perf_map(struct cp_symbols *s)
+/* The name /tmp/perf-PID.map gives ADDRESS, or NULL.  The file is
+ * brought up to date at most once per epoch (only what the JIT appended
+ * is read) and only on this thread, never while the sampler holds a
+ * thread of the target stopped for it.  */
+static const char *perf_map_name(struct cp_symbols *s, uint64_t address)
 {
 	char path[64];
-	struct stat st;
 	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)s->pid);
-	if (stat(path, &st) != 0)
-		return;
-	if (st.st_mtim.tv_sec == s->perf_mtime.tv_sec &&
-	    st.st_mtim.tv_nsec == s->perf_mtime.tv_nsec)
-		return;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return;
-	s->perf_mtime = st.st_mtim;
-	s->nperf_syms = 0;
-	size_t cap = 0;
-	char *line = NULL;
-	size_t line_cap = 0;
-	while (getline(&line, &line_cap, f) > 0) {
-		char *end;
-		uint64_t start = strtoull(line, &end, 16);
-		if (end == line || *end != ' ')
-			continue;
-		char *p = end + 1;
-		uint64_t size = strtoull(p, &end, 16);
-		if (end == p || *end != ' ')
-			continue;
-		char *name = end + 1;
-		name[strcspn(name, "\n")] = '\0';
-		if (s->nperf_syms == cap) {
-			cap = cap ? cap * 2 : 256;
-			struct perf_sym *grown =
-				realloc(s->perf_syms, cap * sizeof(*grown));
-			if (!grown)
-				break;
-			s->perf_syms = grown;
-		}
-		uint32_t id = cp_profile_intern(s->strings, name, strlen(name));
-		if (id == UINT32_MAX)
-			break;
-		s->perf_syms[s->nperf_syms++] =
-			(struct perf_sym){start, start + size, id};
+	if (!s->perfmap && cp_perfmap_file_new(path, &s->perfmap) < 0)
+		return NULL;
+	if (s->perfmap_allowed) {
+		s->perfmap_allowed = false;
+		const char *why;
+		uid_t owner;
+		update_creds(s);
+		int rc = cp_perfmap_file_refresh(s->perfmap, creds(s), &why,
+						 &owner);
+		if (rc == -CP_E_PERM && owner != (uid_t)-1)
+			warn(s, path,
+			     "skipping the perf map %s: %s (owner uid %u); JIT frames stay unnamed",
+			     path, why, (unsigned)owner);
+		else if (rc == -CP_E_PERM)
+			warn(s, path,
+			     "skipping the perf map %s: %s; JIT frames stay unnamed",
+			     path, why);
+		else if (rc < 0)
+			warn(s, path, "cannot read the perf map %s: %s", path,
+			     rc == -CP_E_SYS ? strerror(errno) : cp_strerror(rc));
+		struct cp_perfmap_stats stats;
+		cp_perfmap_stats(cp_perfmap_file_table(s->perfmap), &stats);
+		if (cp_perfmap_file_truncated(s->perfmap))
+			warn(s, "perf map: too large",
+			     "the perf map %s is larger than %u MiB: only its first %u MiB are read",
+			     path, CP_PERFMAP_MAX_BYTES >> 20,
+			     CP_PERFMAP_MAX_BYTES >> 20);
+		if (stats.long_lines > 0)
+			warn(s, "perf map: long lines",
+			     "the perf map %s has lines longer than %d bytes: skipped",
+			     path, CP_PERFMAP_MAX_LINE);
 	}
-	free(line);
-	fclose(f);
-	qsort(s->perf_syms, s->nperf_syms, sizeof(*s->perf_syms), compare_perf);
-}
-
-static const char *perf_map_lookup(struct cp_symbols *s, uint64_t address)
-{
-	size_t lo = 0, hi = s->nperf_syms;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (address < s->perf_syms[mid].start)
-			hi = mid;
-		else if (address >= s->perf_syms[mid].end)
-			lo = mid + 1;
-		else
-			return cp_profile_string(s->strings,
-						 s->perf_syms[mid].name);
-	}
-	return NULL;
+	struct cp_perfmap_sym sym;
+	if (!cp_perfmap_lookup(cp_perfmap_file_table(s->perfmap), address, &sym))
+		return NULL;
+	return intern(s, sym.name);
 }
 
 /* ------------------------------------------------------ symbol tables */
@@ -586,21 +824,14 @@ static const char *symtab_lookup(struct cp_symbols *s, Dwfl_Module *mod,
 {
 	void **userdata;
 	dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
-	struct symtab *t = *userdata;
-	if (!t) {
-		t = build_symtab(mod);
-		if (!t)
-			return NULL;
-		struct symtab **grown =
-			realloc(s->symtabs, (s->nsymtabs + 1) * sizeof(*grown));
-		if (!grown) {
-			free_symtab(t);
-			return NULL;
-		}
-		s->symtabs = grown;
-		s->symtabs[s->nsymtabs++] = t;
-		*userdata = t;
-	}
+	struct module_data *md = module_data(s, userdata);
+	if (!md)
+		return NULL;
+	if (!md->symtab)
+		md->symtab = build_symtab(mod);
+	struct symtab *t = md->symtab;
+	if (!t)
+		return NULL;
 	/* The last symbol starting at or before ADDRESS...  */
 	size_t lo = 0, hi = t->count;
 	while (lo < hi) {
@@ -793,7 +1024,6 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 		s->reread_allowed = false;
 		s->rereads++;
 		report(s);
-		load_perf_map(s);
 		mod = dwfl_addrmodule(s->dwfl, address);
 	}
 	struct cp_frame frames[MAX_INLINE];
@@ -849,9 +1079,7 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 			n = 1;
 		}
 	} else {
-		if (s->nperf_syms == 0)
-			load_perf_map(s);
-		const char *jit = perf_map_lookup(s, address);
+		const char *jit = perf_map_name(s, address);
 		frames[0] = (struct cp_frame){
 			.function = jit ? jit : "[unknown]",
 			.named = jit != NULL,
@@ -923,6 +1151,7 @@ fail:
 void cp_symbols_new_epoch(struct cp_symbols *s)
 {
 	s->reread_allowed = true;
+	s->perfmap_allowed = true;
 }
 
 void cp_symbols_refresh(struct cp_symbols *s)
