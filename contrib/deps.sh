@@ -18,6 +18,8 @@ packages=(
 	ltrace heaptrack               # reference tools for bench/heap.sh
 	libjemalloc2                   # heap fixtures: heap-leak-jemalloc links it
 	procps                         # ps, used by tests and the demo
+	clang libclang-rt-dev llvm     # make fuzz: libFuzzer and the sanitizer
+	                               # runtimes; llvm-symbolizer for reports
 )
 
 missing=()
