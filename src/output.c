@@ -212,6 +212,8 @@ int cp_output_open(const char *path, struct cp_output **out, char *error,
 	}
 	if (rc < 0) {
 		int saved = errno;
+		if (rc == -CP_E_NOMEM && error_size > 0)
+			snprintf(error, error_size, "out of memory");
 		free_output(o);
 		errno = saved;
 		return rc;
