@@ -11,10 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blocked.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "hashidx.h"
 #include "resolver.h"
+#include "waits.h"
 
 /* How long a tick polls for the stops it asked for before going back to
  * waiting (stragglers are served when they arrive).  */
@@ -108,6 +110,24 @@ struct run {
 	size_t tids_cap;
 	struct cp_resolver *resolver; /* address -> location, symbolized
 				       * once, on a thread of its own */
+	/* --wall: threads off the CPU, sampled without a stop.  */
+	struct cp_blocked *blocked;   /* per thread, between ticks */
+	uint64_t ticks;               /* the table's clock */
+	struct unstopped *unstopped;  /* read this tick, not yet unwound */
+	size_t nunstopped, unstopped_cap;
+	uint32_t truncated_loc;       /* the "[truncated]" frame, or
+				       * UINT32_MAX until first needed */
+};
+
+/* A thread off the CPU, read without a stop: what /proc/PID/task/TID/
+ * syscall said, the registers it gives, a copy of the stack.  */
+struct unstopped {
+	struct cp_snapshot snap;
+	uint32_t known;               /* registers of SNAP that are real */
+	uint64_t t_ns;
+	struct cp_task_syscall syscall;
+	struct cp_task_schedstat stat; /* counters before the copy */
+	bool has_stat;
 };
 
 /* Ticks that found TID still on its way to a stop we asked for earlier
@@ -172,24 +192,38 @@ static int stream_sample(struct run *r, uint64_t t_ns, pid_t tid,
 	return 0;
 }
 
-static int record(struct run *r, pid_t tid, uint64_t t_ns, size_t npcs)
+/* Add one sample of STACK on TID at T_NS, with the ticks owed to it.  */
+static int record_stack(struct run *r, pid_t tid, uint64_t t_ns,
+			uint32_t stack)
 {
 	uint32_t *owed = owed_slot(r, tid, false);
 	uint64_t count = 1 + (owed ? *owed : 0);
 	if (owed)
 		*owed = 0;
+	r->stats->samples += count;
+	if (r->o->on_sample && stream_sample(r, t_ns, tid, stack) < 0)
+		return -CP_E_NOMEM;
+	return cp_profile_add(r->profile, tid, stack, count);
+}
+
+/* Record R->pcs[0..NPCS), then the location OUTER when it is not
+ * UINT32_MAX (the "[truncated]" mark); the stack id in *STACK.  */
+static int record(struct run *r, pid_t tid, uint64_t t_ns, size_t npcs,
+		  uint32_t outer, uint32_t *stack_out)
+{
 	for (size_t i = 0; i < npcs; i++) {
 		r->locs[i] = cp_resolver_location(r->resolver, r->pcs[i]);
 		if (r->locs[i] == UINT32_MAX)
 			return -CP_E_NOMEM;
 	}
+	if (outer != UINT32_MAX)
+		r->locs[npcs++] = outer;
 	uint32_t stack = cp_profile_intern_stack(r->profile, r->locs, npcs);
 	if (stack == UINT32_MAX)
 		return -CP_E_NOMEM;
-	r->stats->samples += count;
-	if (r->o->on_sample && stream_sample(r, t_ns, tid, stack) < 0)
-		return -CP_E_NOMEM;
-	return cp_profile_add(r->profile, tid, stack, count);
+	if (stack_out)
+		*stack_out = stack;
+	return record_stack(r, tid, t_ns, stack);
 }
 
 static void name_thread(struct run *r, pid_t tid)
@@ -213,7 +247,38 @@ static int unwind_and_record(struct run *r, const struct cp_snapshot *snap,
 	}
 	if (!cp_profile_thread_name(r->profile, snap->tid))
 		name_thread(r, snap->tid);
-	return record(r, snap->tid, t_ns, npcs);
+	uint32_t stack;
+	int rc = record(r, snap->tid, t_ns, npcs, UINT32_MAX, &stack);
+	struct cp_blocked_thread *bt =
+		r->blocked ? cp_blocked_find(r->blocked, snap->tid) : NULL;
+	if (rc == 0 && bt) {
+		/* Our stop made the thread run (it took the trap, and a wait
+		 * it was in restarts): its counters moved because of us.
+		 * Take them as the baseline of this stack once the thread is
+		 * back where the stop found it.  */
+		bt->stack = stack;
+		bt->has_baseline = false;
+		bt->settling = true;
+		bt->sp = snap->regs.rsp;
+		bt->pc = snap->regs.rip;
+	}
+	return rc;
+}
+
+/* Thread TID is held in our stop with REGS.  A thread stopped while it
+ * enters or sleeps in a wait the kernel does not restart after a stop
+ * (epoll_wait, sigtimedwait, a socket with a timeout...) has that wait
+ * fail with EINTR: the stop was ours, so was the error.  Threads off the
+ * CPU are not stopped (sample_without_stop), but one seen running can
+ * block in the microseconds before our interrupt lands: mend the call's
+ * result so that the kernel restarts it (waits.h).  */
+static void undo_our_eintr(struct run *r, pid_t tid,
+			   const struct user_regs_struct *regs)
+{
+	struct user_regs_struct mended = *regs;
+	if (cp_waits_undo_eintr(&mended) &&
+	    cp_target_set_regs(r->target, tid, &mended) == 0)
+		r->stats->eintr_undone++;
 }
 
 /* A thread is held in the stop we asked for: copy what the unwinder
@@ -227,6 +292,9 @@ static void on_stop(void *arg, pid_t tid)
 		cp_hist_add(&r->stats->stop_latency, held - th->interrupt_ns);
 	if (r->o->unwind_mode == CP_UNWIND_PTRACE) {
 		/* The comparison method: unwind through ptrace while held.  */
+		struct user_regs_struct regs;
+		if (cp_target_get_regs(r->target, tid, &regs) == 0)
+			undo_our_eintr(r, tid, &regs);
 		size_t npcs = cp_unwinder_unwind_ptrace(r->unwinder, tid, r->pcs,
 							r->o->max_depth);
 		cp_target_resume(r->target, tid);
@@ -237,7 +305,8 @@ static void on_stop(void *arg, pid_t tid)
 		}
 		if (!cp_profile_thread_name(r->profile, tid))
 			name_thread(r, tid);
-		if (record(r, tid, held - r->start, npcs) < 0)
+		if (record(r, tid, held - r->start, npcs, UINT32_MAX, NULL) <
+		    0)
 			r->error = -CP_E_NOMEM;
 		return;
 	}
@@ -263,12 +332,215 @@ static void on_stop(void *arg, pid_t tid)
 	}
 	r->snap_times[r->nsnaps] = held - r->start;
 	int rc = cp_target_snapshot(r->target, tid, &r->snaps[r->nsnaps]);
+	if (rc == 0)
+		undo_our_eintr(r, tid, &r->snaps[r->nsnaps].regs);
 	cp_target_resume(r->target, tid);
 	cp_hist_add(&r->stats->stopped, now_ns() - held);
 	if (rc == 0)
 		r->nsnaps++;
 	else if (rc == -CP_E_NOMEM)
 		r->error = rc;
+}
+
+/* ------------------------------------------------ threads off the CPU */
+
+/* The location of the frame that ends a stack cut short: unwinding
+ * needed a register that a thread read without a stop does not give.  */
+static uint32_t truncated_location(struct run *r)
+{
+	if (r->truncated_loc == UINT32_MAX) {
+		static const char name[] = "[truncated]";
+		struct cp_line line = {
+			.function = cp_profile_intern(r->profile, name,
+						      sizeof(name) - 1),
+		};
+		if (line.function != UINT32_MAX)
+			r->truncated_loc = cp_profile_add_location(
+				r->profile, 0, 0, &line, 1);
+	}
+	return r->truncated_loc;
+}
+
+static void owe_tick(struct run *r, pid_t tid)
+{
+	uint32_t *owed = owed_slot(r, tid, true);
+	if (owed)
+		(*owed)++;
+}
+
+/* Copy the stack of thread TID, off the CPU in SC, without stopping it,
+ * and queue it for unwinding.  STAT: its counters just read, or NULL.
+ * Returns false when the thread must be stopped after all.  */
+static bool read_unstopped(struct run *r, struct cp_blocked_thread *bt,
+			   const struct cp_task_syscall *sc,
+			   const struct cp_task_schedstat *stat, uint64_t t_ns)
+{
+	if (r->nunstopped == r->unstopped_cap) {
+		size_t cap = r->unstopped_cap ? r->unstopped_cap * 2 : 8;
+		struct unstopped *grown =
+			realloc(r->unstopped, cap * sizeof(*grown));
+		if (!grown)
+			return false;
+		memset(grown + r->unstopped_cap, 0,
+		       (cap - r->unstopped_cap) * sizeof(*grown));
+		r->unstopped = grown;
+		r->unstopped_cap = cap;
+	}
+	struct unstopped *u = &r->unstopped[r->nunstopped];
+	struct cp_snapshot *snap = &u->snap;
+	memset(&snap->regs, 0, sizeof(snap->regs));
+	snap->regs.rip = sc->pc;
+	snap->regs.rsp = sc->sp;
+	u->known = CP_UNWIND_REG(CP_REG_RIP) | CP_UNWIND_REG(CP_REG_RSP);
+	if (sc->state == CP_TASK_IN_SYSCALL) {
+		/* At the instruction after `syscall` the argument registers
+		 * still hold the arguments: the kernel returns them
+		 * unchanged (only rax, rcx and r11 differ).  */
+		snap->regs.rdi = sc->args[0];
+		snap->regs.rsi = sc->args[1];
+		snap->regs.rdx = sc->args[2];
+		snap->regs.r10 = sc->args[3];
+		snap->regs.r8 = sc->args[4];
+		snap->regs.r9 = sc->args[5];
+		snap->regs.orig_rax = (unsigned long long)sc->nr;
+		u->known |= CP_UNWIND_REG(CP_REG_RDI) |
+			    CP_UNWIND_REG(CP_REG_RSI) |
+			    CP_UNWIND_REG(CP_REG_RDX) |
+			    CP_UNWIND_REG(CP_REG_R10) |
+			    CP_UNWIND_REG(CP_REG_R8) | CP_UNWIND_REG(CP_REG_R9);
+	}
+	/* process_vm_readv needs no stop.  */
+	int rc = cp_target_snapshot_stack(r->target, bt->tid, snap);
+	if (rc == -CP_E_NOMEM)
+		r->error = rc;
+	if (rc < 0)
+		return true;     /* gone */
+	/* The copy is the stack at SC only if the thread did not run
+	 * meanwhile: check the counters (or, without them, the syscall
+	 * file) again.  If it ran, its stack may be torn: the tick goes to
+	 * its next sample.  */
+	bool still;
+	if (stat) {
+		struct cp_task_schedstat after;
+		still = cp_blocked_read_schedstat(r->blocked, bt, &after) == 0 &&
+			cp_blocked_same_schedstat(&after, stat);
+	} else {
+		struct cp_task_syscall again;
+		still = cp_blocked_read_syscall(r->blocked, bt, &again) == 0 &&
+			again.state == sc->state && again.sp == sc->sp &&
+			again.pc == sc->pc;
+	}
+	if (!still) {
+		r->stats->torn_reads++;
+		owe_tick(r, bt->tid);
+		return true;
+	}
+	u->t_ns = t_ns;
+	u->syscall = *sc;
+	u->has_stat = stat != NULL;
+	if (stat)
+		u->stat = *stat;
+	r->nunstopped++;
+	return true;
+}
+
+/* --wall, at a tick: sample TH without stopping it if it is off the CPU.
+ * Costs one pread when it has not run since its last sample, two more
+ * and a stack copy when it blocked somewhere new.  Returns false when it
+ * must be stopped (it is running, or its state is unreadable).  */
+static bool sample_without_stop(struct run *r, const struct cp_thread *th,
+				struct cp_blocked_thread *bt, uint64_t t_ns)
+{
+	struct cp_task_schedstat stat;
+	bool has_stat = cp_blocked_read_schedstat(r->blocked, bt, &stat) == 0;
+	if (has_stat && bt->has_baseline && bt->stack != UINT32_MAX &&
+	    cp_blocked_same_schedstat(&stat, &bt->baseline)) {
+		/* Not on a CPU for a moment since the stack was taken: it is
+		 * still the stack.  */
+		r->stats->samples_unchanged++;
+		if (record_stack(r, th->tid, t_ns, bt->stack) < 0)
+			r->error = -CP_E_NOMEM;
+		return true;
+	}
+	bt->has_baseline = false;
+	struct cp_task_syscall sc;
+	if (cp_blocked_read_syscall(r->blocked, bt, &sc) < 0 ||
+	    sc.state == CP_TASK_RUNNING) {
+		bt->settling = false;
+		return false;
+	}
+	if (bt->settling && bt->stack != UINT32_MAX && sc.sp == bt->sp &&
+	    sc.pc == bt->pc) {
+		/* Back in the wait our stop found it in (restarted): the run
+		 * we caused is over, the stack is the stop's.  */
+		bt->settling = false;
+		bt->baseline = stat;
+		bt->has_baseline = has_stat;
+		r->stats->samples_unchanged++;
+		if (record_stack(r, th->tid, t_ns, bt->stack) < 0)
+			r->error = -CP_E_NOMEM;
+		return true;
+	}
+	bt->settling = false;
+	/* A thread in a group-stop (SIGSTOP) is in no wait of its own: it
+	 * is stopped as before, once, and repeated from then on.  */
+	if (th->group_stopped)
+		return false;
+	return read_unstopped(r, bt, &sc, has_stat ? &stat : NULL, t_ns);
+}
+
+/* Unwind a thread read without a stop and record it; if unwinding
+ * needed a register that /proc does not give and could not recover,
+ * either stop the thread after all (when its wait survives a stop) or
+ * record the frames found, ended by "[truncated]".  */
+static int unwind_unstopped(struct run *r, struct unstopped *u)
+{
+	pid_t tid = u->snap.tid;
+	cp_target_learn_stack(r->target, tid, u->snap.regs.rsp);
+	struct cp_unwind_partial partial = {.known = u->known};
+	size_t npcs = cp_unwinder_unwind_partial(r->unwinder, &u->snap,
+						 &partial, r->pcs,
+						 r->o->max_depth);
+	if (npcs == 0) {
+		r->stats->unwind_errors++;
+		return 0;
+	}
+	struct cp_blocked_thread *bt = cp_blocked_find(r->blocked, tid);
+	uint32_t outer = UINT32_MAX;
+	if (partial.needed) {
+		/* The thread may have moved since it was read: stop it only
+		 * if its counters say it is still in that wait (the window
+		 * left is the one between this pread and the interrupt).  */
+		struct cp_task_schedstat now;
+		bool unmoved = bt && u->has_stat &&
+			       cp_blocked_read_schedstat(r->blocked, bt,
+							 &now) == 0 &&
+			       cp_blocked_same_schedstat(&now, &u->stat);
+		if (unmoved && cp_waits_stop_is_harmless(
+				       cp_target_pid(r->target), &u->syscall)) {
+			/* The stop's sample stands for this tick too.  */
+			owe_tick(r, tid);
+			r->stats->blocked_stops++;
+			cp_target_interrupt(r->target, tid);
+			return 0;
+		}
+		outer = truncated_location(r);
+		r->stats->samples_truncated++;
+	}
+	r->stats->samples_unstopped++;
+	if (partial.rbp_scanned)
+		r->stats->rbp_recovered++;
+	if (!cp_profile_thread_name(r->profile, tid))
+		name_thread(r, tid);
+	uint32_t stack;
+	int rc = record(r, tid, u->t_ns, npcs, outer, &stack);
+	if (rc == 0 && bt) {
+		bt->stack = stack;
+		bt->baseline = u->stat;
+		bt->has_baseline = u->has_stat;
+		bt->settling = false;
+	}
+	return rc;
 }
 
 /* Serve the stops that have arrived, then, with every thread running
@@ -282,6 +554,12 @@ static int serve(struct run *r, unsigned spin_us)
 			return rc;
 	}
 	r->nsnaps = 0;
+	for (size_t i = 0; i < r->nunstopped; i++) {
+		int rc = unwind_unstopped(r, &r->unstopped[i]);
+		if (rc < 0)
+			return rc;
+	}
+	r->nunstopped = 0;
 	cp_resolver_collect(r->resolver);
 	if (r->o->on_sample)
 		flush_stream(r, false);
@@ -304,6 +582,9 @@ static int tick(struct run *r)
 		r->tids_cap = n;
 	}
 	size_t count = 0;
+	uint64_t t_ns = now_ns() - r->start;
+	if (r->blocked)
+		cp_blocked_begin_tick(r->blocked, ++r->ticks);
 	for (size_t i = 0; i < n; i++) {
 		if (!threads[i].selected)
 			continue;
@@ -314,14 +595,23 @@ static int tick(struct run *r)
 		    (threads[i].group_stopped ||
 		     cp_target_thread_state(r->target, &threads[i]) != 'R'))
 			continue;
+		struct cp_blocked_thread *bt =
+			r->blocked ? cp_blocked_thread(r->blocked,
+						       threads[i].tid)
+				   : NULL;
 		if (threads[i].interrupting) {
-			uint32_t *owed = owed_slot(r, threads[i].tid, true);
-			if (owed)
-				(*owed)++;
+			owe_tick(r, threads[i].tid);
 			continue;
 		}
+		/* --wall: a thread off the CPU is read, not stopped: a stop
+		 * would make some of the waits it may be in (epoll_wait,
+		 * sigtimedwait, a socket with a timeout) fail with EINTR.  */
+		if (bt && sample_without_stop(r, &threads[i], bt, t_ns))
+			continue;
 		r->tids[count++] = threads[i].tid;
 	}
+	if (r->blocked)
+		cp_blocked_prune(r->blocked);
 	for (size_t i = 0; i < count; i++)
 		cp_target_interrupt(r->target, r->tids[i]);
 	return serve(r, count ? SPIN_US : 0);
@@ -349,12 +639,18 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 		.profile = profile,
 		.o = o,
 		.stats = stats,
+		.truncated_loc = UINT32_MAX,
 	};
 	memset(stats, 0, sizeof(*stats));
 	stats->duration = o->duration;
 	size_t depth = o->max_depth ? o->max_depth : 1;
 	r.pcs = malloc(depth * sizeof(*r.pcs));
-	r.locs = malloc(depth * sizeof(*r.locs));
+	/* One more: a stack cut short ends with "[truncated]".  */
+	r.locs = malloc((depth + 1) * sizeof(*r.locs));
+	if (o->wall && !(r.blocked = cp_blocked_new(cp_target_pid(target)))) {
+		rc = -CP_E_NOMEM;
+		goto out_free;
+	}
 	if (!r.pcs || !r.locs) {
 		rc = -CP_E_NOMEM;
 		goto out_free;
@@ -427,6 +723,8 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 				 * it from here, under its feet.  */
 				cp_unwinder_invalidate(unwinder);
 				cp_resolver_reset(r.resolver);
+				if (r.blocked)
+					cp_blocked_forget_stacks(r.blocked);
 			}
 		}
 		if (cp_target_exited(target)) {
@@ -506,6 +804,10 @@ out_free:
 	for (size_t i = 0; i < r.snaps_cap; i++)
 		free(r.snaps[i].stack);
 	free(r.snaps);
+	for (size_t i = 0; i < r.unstopped_cap; i++)
+		free(r.unstopped[i].snap.stack);
+	free(r.unstopped);
+	cp_blocked_free(r.blocked);
 	free(r.pcs);
 	free(r.locs);
 	free(r.tids);

@@ -283,12 +283,24 @@ static unsigned long long *reg_slot(struct user_regs_struct *r,
 	}
 }
 
+/* A partial unwind (cp_unwinder_unwind_partial) in progress: registers
+ * of the snapshot that hold no value, and those of them the unwind asked
+ * for.  Both 0 otherwise.  */
+static __thread uint32_t partial_unknown, partial_needed;
+
 static int access_reg(unw_addr_space_t as, unw_regnum_t reg,
 		      unw_word_t *valp, int write, void *arg)
 {
 	struct cp_unwinder *uw = current;
 	if (write)
 		return -UNW_EREADONLYREG;
+	/* libunwind reads registers lazily, only when a frame's rule uses
+	 * one that no inner frame saved: an error here ends the walk at the
+	 * frame that needed it (unw_step fails), and we note which.  */
+	if (reg >= 0 && reg < 32 && (partial_unknown & (1u << reg))) {
+		partial_needed |= 1u << reg;
+		return -UNW_EBADREG;
+	}
 	unsigned long long *slot =
 		reg_slot((struct user_regs_struct *)&uw->snap->regs, reg);
 	if (!slot)
@@ -482,4 +494,282 @@ size_t cp_unwinder_unwind_ptrace(struct cp_unwinder *uw, pid_t tid,
 	if (unw_init_remote(&cursor, uw->as_ptrace, upt) < 0)
 		return 0;
 	return walk(&cursor, pcs, max);
+}
+
+/* ---------------------------------------------------- partial unwinds */
+
+/* How far above a frame's stack pointer the frame-pointer scan looks for
+ * the frame's saved rbp: room for large local arrays.  */
+#define FP_SCAN_MAX (64 * 1024)
+
+/* The stack word at ADDR from the snapshot's copy.  */
+static bool stack_word(const struct cp_snapshot *s, uint64_t addr,
+		       uint64_t *out)
+{
+	if (addr < s->stack_addr || addr - s->stack_addr > s->stack_len ||
+	    s->stack_len - (addr - s->stack_addr) < sizeof(*out))
+		return false;
+	memcpy(out, s->stack + (addr - s->stack_addr), sizeof(*out));
+	return true;
+}
+
+/* LEN bytes of target code at ADDR, which must lie in one executable
+ * mapping of the kept maps (never re-read here: the scan tries stack
+ * words that are no addresses at all).  */
+static bool read_code(struct cp_unwinder *uw, uint64_t addr,
+		      unsigned char *buf, size_t len)
+{
+	const struct cp_map *m = cp_maps_find(uw->maps, addr);
+	if (!m || !m->executable || m->end - addr < len)
+		return false;
+	if (!m->writable && (m->path[0] == '/' ||
+			     strcmp(m->path, "[vdso]") == 0) &&
+	    read_cached(uw, addr, buf, len))
+		return true;
+	return cp_target_read(uw->pid, addr, buf, len) == (ssize_t)len;
+}
+
+/* Length of a `call r/m64` (FF /2) from its ModRM byte and the byte
+ * after it (the SIB byte when there is one), prefixes not counted.  */
+static size_t indirect_call_length(unsigned char modrm, unsigned char sib)
+{
+	unsigned mod = modrm >> 6, rm = modrm & 7;
+	size_t len = 2;
+	if (mod == 3)
+		return len;
+	if (rm == 4) {
+		len++;
+		if (mod == 0 && (sib & 7) == 5)
+			len += 4;
+	} else if (mod == 0 && rm == 5) {
+		len += 4;       /* rip-relative: call *disp32(%rip) */
+	}
+	if (mod == 1)
+		len += 1;
+	else if (mod == 2)
+		len += 4;
+	return len;
+}
+
+enum call_site { NOT_A_CALL, INDIRECT_CALL, DIRECT_CALL };
+
+/* Does a call instruction end at RET, i.e. is RET a return address?  For
+ * `call rel32`, its target goes to *TARGET.  */
+static enum call_site call_before(struct cp_unwinder *uw, uint64_t ret,
+				  uint64_t *target)
+{
+	unsigned char b[8];
+	if (ret < sizeof(b) || !read_code(uw, ret - sizeof(b), b, sizeof(b)))
+		return NOT_A_CALL;
+	if (b[3] == 0xe8) {
+		int32_t rel;
+		memcpy(&rel, b + 4, sizeof(rel));
+		*target = ret + (uint64_t)(int64_t)rel;
+		return DIRECT_CALL;
+	}
+	for (size_t len = 2; len <= 7; len++) {
+		const unsigned char *op = b + sizeof(b) - len;
+		if (op[0] == 0xff && ((op[1] >> 3) & 7) == 2 &&
+		    indirect_call_length(op[1], len > 2 ? op[2] : 0) == len)
+			return INDIRECT_CALL;
+	}
+	return NOT_A_CALL;
+}
+
+/* For a function starting at START with the usual frame-pointer
+ * prologue — [endbr64] push %rbp; mov %rsp,%rbp; pushes of callee-saved
+ * registers; sub $N,%rsp — how far rbp lies above the stack pointer at
+ * its call sites (gcc and clang at -O0, and any code built with
+ * -fno-omit-frame-pointer that neither pushes arguments nor uses
+ * alloca).  */
+static bool frame_pointer_offset(struct cp_unwinder *uw, uint64_t start,
+				 uint64_t *offset)
+{
+	unsigned char c[24];
+	if (!read_code(uw, start, c, sizeof(c)))
+		return false;
+	size_t i = memcmp(c, "\xf3\x0f\x1e\xfa", 4) == 0 ? 4 : 0;
+	if (c[i] != 0x55 || memcmp(c + i + 1, "\x48\x89\xe5", 3) != 0)
+		return false;
+	i += 4;
+	uint64_t below = 0;
+	for (;;) {
+		if (i + 7 > sizeof(c))
+			return false;
+		if (c[i] >= 0x50 && c[i] <= 0x57 && c[i] != 0x54) {
+			below += 8;          /* push %rbx ... */
+			i += 1;
+		} else if (c[i] == 0x41 && c[i + 1] >= 0x50 &&
+			   c[i + 1] <= 0x57) {
+			below += 8;          /* push %r12 ... */
+			i += 2;
+		} else {
+			break;
+		}
+	}
+	if (c[i] == 0x48 && c[i + 1] == 0x83 && c[i + 2] == 0xec) {
+		below += c[i + 3];                       /* sub $imm8 */
+	} else if (c[i] == 0x48 && c[i + 1] == 0x81 && c[i + 2] == 0xec) {
+		uint32_t n;
+		memcpy(&n, c + i + 3, sizeof(n));        /* sub $imm32 */
+		below += n;
+	}
+	*offset = below;
+	return true;
+}
+
+/* Recover the value rbp has in the frame whose stack pointer is FRAME_SP,
+ * in the function starting at START (0 when unknown), whose unwind rule
+ * needs it (the frame base of a frame-pointer function) — no inner frame
+ * saved it, so it is still that frame's rbp.  A frame-pointer frame keeps
+ * [rbp] = the caller's rbp and [rbp+8] = the return address into the
+ * caller, so a candidate A above FRAME_SP must hold a return address at
+ * A+8, i.e. the address right after a call instruction.  In order of
+ * trust:
+ *   1. A from the function's own prologue (push %rbp; mov %rsp,%rbp; sub
+ *      $N,%rsp: rbp = FRAME_SP + N + pushes), confirmed by a call before
+ *      [A+8];
+ *   2. the lowest A where [A+8] follows a direct call to START itself;
+ *   3. the lowest A where [A+8] follows some call, [A] is a stack address
+ *      above A (the caller's rbp) and [[A]+8] follows a call too (*STRONG
+ *      false: the caller checks the result further).
+ * A stale pair left in the frame's uninitialised locals could pass 2 or
+ * 3; the scan goes upwards so it cannot pass over the real one into the
+ * callers' frames.  */
+static bool recover_rbp(struct cp_unwinder *uw, const struct cp_snapshot *s,
+			uint64_t frame_sp, uint64_t start, uint64_t *rbp,
+			bool *strong)
+{
+	uint64_t offset, ret, saved, target, hi = s->stack_addr + s->stack_len;
+	*strong = true;
+	if (start && frame_pointer_offset(uw, start, &offset) &&
+	    offset <= FP_SCAN_MAX && stack_word(s, frame_sp + offset + 8, &ret) &&
+	    call_before(uw, ret, &target) != NOT_A_CALL) {
+		*rbp = frame_sp + offset;
+		return true;
+	}
+	uint64_t weak = 0;
+	for (uint64_t a = (frame_sp + 7) & ~(uint64_t)7;
+	     a - frame_sp <= FP_SCAN_MAX && stack_word(s, a + 8, &ret); a += 8) {
+		enum call_site kind = call_before(uw, ret, &target);
+		if (kind == NOT_A_CALL)
+			continue;
+		if (kind == DIRECT_CALL && start && target == start) {
+			*rbp = a;
+			return true;
+		}
+		uint64_t caller_ret;
+		if (!weak && stack_word(s, a, &saved) && saved > a &&
+		    saved < hi && saved % 8 == 0 &&
+		    stack_word(s, saved + 8, &caller_ret) &&
+		    call_before(uw, caller_ret, &target) != NOT_A_CALL)
+			weak = a;
+	}
+	if (!weak)
+		return false;
+	*strong = false;
+	*rbp = weak;
+	return true;
+}
+
+/* walk() for a partial snapshot: registers in UNKNOWN are not served.
+ * Sets *ENDED when unw_step reported the outermost frame, *NEEDED to the
+ * unknown registers asked for and, when one was, *STOP_SP and
+ * *STOP_START to the stack pointer and function start of the frame whose
+ * rule needed it (the last frame in PCS).  */
+static size_t walk_partial(struct cp_unwinder *uw,
+			   const struct cp_snapshot *snap, uint32_t unknown,
+			   uint64_t *pcs, size_t max, bool *ended,
+			   uint32_t *needed, uint64_t *stop_sp,
+			   uint64_t *stop_start)
+{
+	unw_cursor_t cursor;
+	size_t n = 0;
+	current = uw;
+	uw->snap = snap;
+	partial_unknown = unknown;
+	partial_needed = 0;
+	*ended = false;
+	*stop_sp = *stop_start = 0;
+	if (unw_init_remote(&cursor, uw->as, uw) < 0) {
+		pcs[n++] = snap->regs.rip;
+		goto out;
+	}
+	bool exact = true;
+	while (n < max) {
+		unw_word_t ip = 0, sp = 0;
+		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		unw_get_reg(&cursor, UNW_REG_SP, &sp);
+		pcs[n++] = exact ? ip : ip - 1;
+		exact = unw_is_signal_frame(&cursor) > 0;
+		int step = unw_step(&cursor);
+		if (step <= 0) {
+			*ended = step == 0;
+			break;
+		}
+		unw_word_t next_ip = 0, next_sp = 0;
+		unw_get_reg(&cursor, UNW_REG_IP, &next_ip);
+		unw_get_reg(&cursor, UNW_REG_SP, &next_sp);
+		if (next_ip == ip && next_sp == sp)
+			break;
+	}
+	if (partial_needed) {
+		/* A failed step leaves the cursor at the frame it failed on
+		 * (libunwind computes the CFA before changing anything).  */
+		unw_word_t sp = 0;
+		unw_proc_info_t pi;
+		unw_get_reg(&cursor, UNW_REG_SP, &sp);
+		*stop_sp = sp;
+		if (unw_get_proc_info(&cursor, &pi) == 0)
+			*stop_start = pi.start_ip;
+	}
+out:
+	*needed = partial_needed;
+	partial_unknown = partial_needed = 0;
+	uw->snap = NULL;
+	current = NULL;
+	return n;
+}
+
+size_t cp_unwinder_unwind_partial(struct cp_unwinder *uw,
+				  const struct cp_snapshot *snap,
+				  struct cp_unwind_partial *partial,
+				  uint64_t *pcs, size_t max)
+{
+	const uint32_t all = CP_UNWIND_REG(CP_REG_RIP + 1) - 1;
+	uint32_t unknown = all & ~partial->known;
+	uint64_t stop_sp, stop_start;
+	partial->needed = 0;
+	partial->rbp_scanned = false;
+	partial->ended = false;
+	if (max == 0)
+		return 0;
+	size_t n = walk_partial(uw, snap, unknown, pcs, max, &partial->ended,
+				&partial->needed, &stop_sp, &stop_start);
+	if (partial->needed != CP_UNWIND_REG(CP_REG_RBP) || !stop_sp)
+		return n;
+	/* The frame-pointer case: find rbp on the stack and walk again with
+	 * it.  The result must need nothing else; a weakly founded rbp must
+	 * also lead to the outermost frame (a wrong one makes the next
+	 * frames' addresses garbage, and garbage seldom ends there).  */
+	uint64_t rbp;
+	bool strong, ended;
+	uint32_t needed;
+	if (!recover_rbp(uw, snap, stop_sp, stop_start, &rbp, &strong))
+		return n;
+	struct cp_snapshot with_rbp = *snap;
+	with_rbp.regs.rbp = rbp;
+	size_t m = walk_partial(uw, &with_rbp,
+				unknown & ~CP_UNWIND_REG(CP_REG_RBP), pcs, max,
+				&ended, &needed, &stop_sp, &stop_start);
+	if (needed == 0 && (strong || ended || m == max)) {
+		partial->needed = 0;
+		partial->rbp_scanned = true;
+		partial->ended = ended;
+		return m;
+	}
+	/* Not trusted: the frames as far as they were known.  */
+	return walk_partial(uw, snap, unknown, pcs, max, &partial->ended,
+			    &partial->needed, &stop_sp, &stop_start);
 }

@@ -25,7 +25,10 @@ struct cp_sampler_stats;
 struct cp_sampler_options {
 	unsigned frequency;      /* ticks per second, 1..10000 */
 	double duration;         /* seconds; <= 0: until stopped or exit */
-	bool wall;               /* sample sleeping threads too */
+	bool wall;               /* sample sleeping threads too; those off
+				  * the CPU are read without stopping them
+				  * (the stacks of threads that did not run
+				  * are repeated) */
 	size_t max_depth;        /* frames kept per stack */
 	enum cp_unwind_mode unwind_mode;
 	/* Set (by a signal handler of the caller) to end the run.  The
@@ -67,6 +70,24 @@ struct cp_sampler_stats {
 	uint64_t threads_seen;
 	size_t threads_now;
 	uint64_t unwind_errors;   /* snapshots whose pc could not be read */
+	/* --wall, threads off the CPU, sampled without a ptrace stop (see
+	 * "Blocked threads" in cprof-attach(1)); each counts ticks.  */
+	uint64_t samples_unchanged; /* had not run: its last stack again */
+	uint64_t samples_unstopped; /* read from /proc and a stack copy */
+	uint64_t rbp_recovered;     /* of those, rbp found on the stack */
+	uint64_t samples_truncated; /* of those, frames ending where a
+				     * register was needed (a stop would
+				     * have broken the thread's wait) */
+	uint64_t blocked_stops;     /* blocked threads stopped after all:
+				     * unwinding needed their registers
+				     * and their wait survives a stop */
+	uint64_t torn_reads;        /* the thread ran while its stack was
+				     * copied: the tick goes to its next
+				     * sample */
+	/* Stops of ours that made a wait the kernel does not restart fail
+	 * with EINTR (a thread that entered it as it was being stopped):
+	 * its result was turned back into a restart.  */
+	uint64_t eintr_undone;
 	/* Per sample, how long the thread was held stopped: from its stop
 	 * being reported to its resumption.  */
 	struct cp_hist stopped;

@@ -10,6 +10,7 @@
 #ifndef CPROF_UNWINDER_H
 #define CPROF_UNWINDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -40,5 +41,43 @@ size_t cp_unwinder_unwind_ptrace(struct cp_unwinder *uw, pid_t tid,
 /* The target's mappings changed (exec, dlopen, dlclose): forget what was
  * cached about them.  */
 void cp_unwinder_invalidate(struct cp_unwinder *uw);
+
+/* Registers of a snapshot, numbered as DWARF numbers them on x86-64, for
+ * the masks of a partial unwind: CP_UNWIND_REG(CP_REG_RSP).  */
+enum {
+	CP_REG_RAX, CP_REG_RDX, CP_REG_RCX, CP_REG_RBX, CP_REG_RSI,
+	CP_REG_RDI, CP_REG_RBP, CP_REG_RSP, CP_REG_R8, CP_REG_R9,
+	CP_REG_R10, CP_REG_R11, CP_REG_R12, CP_REG_R13, CP_REG_R14,
+	CP_REG_R15, CP_REG_RIP,
+};
+#define CP_UNWIND_REG(reg) (1u << (reg))
+
+/* A partial unwind: what is known going in, what it took coming out.  */
+struct cp_unwind_partial {
+	uint32_t known;      /* in: the registers of SNAP->regs that hold the
+			      * thread's values; the others are not read */
+	uint32_t needed;     /* out: unknown registers the unwind needed (it
+			      * stopped at the first); 0 when the frames are
+			      * those a full snapshot gives */
+	bool rbp_scanned;    /* out: rbp was unknown and needed, and was
+			      * recovered from the stack (a frame-pointer
+			      * scan checked against the code, see
+			      * unwinder.c); NEEDED is then 0 */
+	bool ended;          /* out: the last frame is the outermost (its
+			      * return address is undefined: _start, clone) */
+};
+
+/* Unwind SNAP like cp_unwinder_unwind, when only some of its registers
+ * are known: a thread read without stopping it, from
+ * /proc/PID/task/TID/syscall (pc, sp and the system call's argument
+ * registers) and a copy of its stack.  The frames are as good as a full
+ * snapshot's when PARTIAL->needed is 0 on return; otherwise they end
+ * where a frame's rule needed a register that is not known (e.g. rbp as
+ * the frame base of a frame-pointer function, when no inner frame saved
+ * it) and could not be recovered.  Returns the number of frames.  */
+size_t cp_unwinder_unwind_partial(struct cp_unwinder *uw,
+				  const struct cp_snapshot *snap,
+				  struct cp_unwind_partial *partial,
+				  uint64_t *pcs, size_t max);
 
 #endif
