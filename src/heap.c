@@ -1219,9 +1219,13 @@ int cp_heap_finish(struct cp_heap *h)
 		/* The threads stay held: the caller detaches them.  */
 	}
 	cp_target_set_hooks(h->target, NULL);
+	return rc;
+}
+
+void cp_heap_resolve(struct cp_heap *h)
+{
 	cp_resolver_finish(h->resolver);
 	h->resolver = NULL;
-	return rc;
 }
 
 const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *h)

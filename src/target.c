@@ -11,11 +11,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,8 +26,12 @@
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 
-/* How long we poll for an interrupted thread's stop for the stop before it sleeps.  */
+/* How long we poll for an interrupted thread's stop before we sleep.  */
 #define SPIN_WAIT_US 200
+
+/* A wait for stops that makes no progress for this long looks at the
+ * threads it waits for: some can never report (see check_stuck).  */
+#define STUCK_MS 50
 
 struct cp_target {
 	pid_t pid;
@@ -48,6 +54,12 @@ struct cp_target {
 	struct cp_maps *maps;    /* for stack bounds; refreshed on a miss */
 	/* Per-thread stack mapping bounds, parallel to THREADS.  */
 	struct stack_bounds { uint64_t lo, hi; } *bounds;
+	/* Set by the caller (a signal handler): every wait gives up.  */
+	const volatile sig_atomic_t *cancel;
+	/* Threads let go by cp_target_detach, so that a clone event that
+	 * names one of them late does not make us wait for it.  */
+	pid_t *released;
+	size_t nreleased, released_cap;
 };
 
 static unsigned long ptrace_options(const struct cp_target *t)
@@ -123,6 +135,7 @@ static void free_target(struct cp_target *t)
 	free(t->threads);
 	free(t->bounds);
 	free(t->forks);
+	free(t->released);
 	cp_maps_free(t->maps);
 	free(t);
 }
@@ -154,7 +167,71 @@ static bool is_stop_signal(int sig)
 static void detach_now(struct cp_target *t, struct cp_thread *th, int sig)
 {
 	ptrace(PTRACE_DETACH, th->tid, 0, (void *)(long)sig);
+	if (t->nreleased == t->released_cap) {
+		size_t cap = t->released_cap ? 2 * t->released_cap : 16;
+		pid_t *grown = realloc(t->released, cap * sizeof(*grown));
+		if (grown) {
+			t->released = grown;
+			t->released_cap = cap;
+		}
+	}
+	if (t->nreleased < t->released_cap)
+		t->released[t->nreleased++] = th->tid;
 	remove_thread(t, th);
+}
+
+static bool was_released(const struct cp_target *t, pid_t tid)
+{
+	for (size_t i = 0; i < t->nreleased; i++)
+		if (t->released[i] == tid)
+			return true;
+	return false;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool cancelled(const struct cp_target *t)
+{
+	return t->cancel && *t->cancel;
+}
+
+/* Collect the next report of WHO (a TID, or -1 for any tracee) into
+ * *TID and *STATUS: at once when one is pending, else after sleeping up
+ * to TIMEOUT_MS (-1: no limit) for the SIGCHLD that announces one.  A
+ * signal handler of the caller ends the sleep early.  Returns 1 with a
+ * report, 0 without (timeout or signal), -1 when WHO is no tracee of ours
+ * any more (ECHILD).  */
+static int next_report(pid_t who, int timeout_ms, pid_t *tid, int *status)
+{
+	/* SIGCHLD is blocked before the non-blocking check, so one that
+	 * comes between the check and the sleep stays pending and ends
+	 * the sleep: no report can be missed.  A SIGCHLD taken by some
+	 * other wait costs at most TIMEOUT_MS.  */
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, &old);
+	pid_t got = waitpid(who, status, __WALL | WNOHANG);
+	if (got == 0 && timeout_ms != 0) {
+		struct timespec limit = {timeout_ms / 1000,
+					 (timeout_ms % 1000) * 1000000L};
+		sigtimedwait(&chld, NULL, timeout_ms < 0 ? NULL : &limit);
+		got = waitpid(who, status, __WALL | WNOHANG);
+	}
+	int saved = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (got > 0) {
+		*tid = got;
+		return 1;
+	}
+	if (got < 0 && saved == ECHILD)
+		return -1;
+	return 0;
 }
 
 enum disposition { EV_OURS, EV_HANDLED, EV_GONE };
@@ -301,7 +378,8 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 	case PTRACE_EVENT_CLONE: {
 		unsigned long new_tid = 0;
 		if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &new_tid) == 0 &&
-		    new_tid > 0 && !find_thread(t, (pid_t)new_tid)) {
+		    new_tid > 0 && !find_thread(t, (pid_t)new_tid) &&
+		    !was_released(t, (pid_t)new_tid)) {
 			struct cp_thread *child =
 				add_thread(t, (pid_t)new_tid, true);
 			th = find_thread(t, tid); /* add_thread may move it */
@@ -336,7 +414,21 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 		resume(th);
 		return EV_HANDLED;
 	}
-	case PTRACE_EVENT_EXEC:
+	case PTRACE_EVENT_EXEC: {
+		/* A thread other than the leader that calls execve takes the
+		 * leader's TID and its own TID vanishes without a report:
+		 * forget it, or we would wait for it for ever.  */
+		unsigned long former = 0;
+		if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &former) == 0 &&
+		    former > 0 && (pid_t)former != tid) {
+			struct cp_thread *gone = find_thread(t, (pid_t)former);
+			if (gone && gone != th) {
+				remove_thread(t, gone);
+				th = find_thread(t, tid);
+				if (!th)
+					return EV_GONE;
+			}
+		}
 		if (th->vfork_child) {
 			/* It has its own memory now, without our bytes.  */
 			detach_now(t, th, 0);
@@ -355,6 +447,7 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 		}
 		resume(th);
 		return EV_HANDLED;
+	}
 	case PTRACE_EVENT_STOP:
 		/* Either our PTRACE_INTERRUPT (SIGTRAP), the first stop of a
 		 * new thread (SIGTRAP), a group-stop (a stop signal), or the
@@ -378,6 +471,10 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 	}
 	if (event != 0) {
 		/* An event we did not ask for: let it go.  */
+		if (t->detaching) {
+			detach_now(t, th, 0);
+			return EV_GONE;
+		}
 		resume(th);
 		return EV_HANDLED;
 	}
@@ -817,10 +914,59 @@ int cp_target_interrupt(struct cp_target *target, pid_t tid)
 		return -CP_E_GONE;
 	}
 	th->interrupting = true;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	th->interrupt_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	th->interrupt_ns = now_ns();
 	return 0;
+}
+
+/* Ask every thread that is neither held nor asked already to stop.  A
+ * thread that cannot be asked (ESRCH: it is exiting) is waited for all
+ * the same: its exit report is on its way, and if none ever comes,
+ * check_stuck finds out why.  */
+static void interrupt_all(struct cp_target *t)
+{
+	uint64_t now = now_ns();
+	for (size_t i = 0; i < t->nthreads; i++) {
+		struct cp_thread *th = &t->threads[i];
+		if (th->stopped || th->interrupting || th->zombie_leader)
+			continue;
+		ptrace(PTRACE_INTERRUPT, th->tid, 0, 0);
+		th->interrupting = true;
+		th->interrupt_ns = now;
+	}
+}
+
+/* A wait for stops made no progress for STUCK_MS: look at the threads
+ * still asked to stop, for those that can never report it.
+ * - The thread group leader, once it has exited while other threads run
+ *   on, is a zombie whose exit is reported only after the last thread's:
+ *   no stop will come from it (a PTRACE_INTERRUPT of it even succeeds).
+ * - A thread that no longer exists without having reported its end: a
+ *   thread other than the leader that called execve took the leader's
+ *   TID (normally learned from the exec event), or it was reaped by a
+ *   wait that was not ours.
+ * A non-leader zombie needs nothing: its exit report is pending.  */
+static void check_stuck(struct cp_target *t)
+{
+	uint64_t now = now_ns();
+	for (size_t i = 0; i < t->nthreads;) {
+		struct cp_thread *th = &t->threads[i];
+		if (!th->interrupting ||
+		    now - th->interrupt_ns < STUCK_MS * 1000000ull) {
+			i++;
+			continue;
+		}
+		if (syscall(SYS_tgkill, th->vfork_child ? th->tid : t->pid,
+			    th->tid, 0) < 0 && errno == ESRCH) {
+			remove_thread(t, th);
+			continue;
+		}
+		char state = cp_target_thread_state(t, th);
+		if ((state == 'Z' || state == 'X') && th->tid == t->pid) {
+			th->interrupting = false;
+			th->zombie_leader = true;
+		}
+		i++;
+	}
 }
 
 static bool interrupt_outstanding(const struct cp_target *t, pid_t tid)
@@ -841,26 +987,31 @@ static long elapsed_us(const struct timespec *since)
 }
 
 /* Wait until WHO (a TID, or -1 for any thread with an interrupt of ours
- * outstanding) is held in our stop; handle everything else meanwhile.  */
+ * outstanding) is held in our stop; handle everything else meanwhile.
+ * Gives up when the caller's cancel flag is set.  */
 static int wait_stop(struct cp_target *target, pid_t who, pid_t *stopped_tid)
 {
-	/* A thread needs some microseconds to reach its stop.  Sleeping in
-	 * waitpid would add our own wake-up latency to the time the target
-	 * is held, so poll briefly before blocking.  */
+	/* A thread needs some microseconds to reach its stop.  Sleeping
+	 * would add our own wake-up latency to the time the target is
+	 * held, so poll briefly before sleeping.  */
 	struct timespec spin_start;
 	clock_gettime(CLOCK_MONOTONIC, &spin_start);
 	bool spinning = true;
 	while (interrupt_outstanding(target, who)) {
 		int status;
-		pid_t got = waitpid(who, &status,
-				    __WALL | (spinning ? WNOHANG : 0));
-		if (got == 0) {
-			spinning = elapsed_us(&spin_start) < SPIN_WAIT_US;
+		pid_t got;
+		int r = next_report(who, spinning ? 0 : STUCK_MS, &got,
+				    &status);
+		if (r == 0) {
+			if (cancelled(target))
+				break;
+			if (spinning)
+				spinning = elapsed_us(&spin_start) < SPIN_WAIT_US;
+			else
+				check_stuck(target);
 			continue;
 		}
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
+		if (r < 0) {
 			/* ECHILD: whatever we waited for is gone.  */
 			for (size_t i = 0; i < target->nthreads;)
 				if (target->threads[i].interrupting &&
@@ -1001,36 +1152,61 @@ void cp_target_detach(struct cp_target *t)
 	if (!t)
 		return;
 	t->detaching = true;
-	/* Interrupt every running thread first, so they all stop at once,
-	 * then let each go from whatever stop it reports.  */
-	for (size_t i = 0; i < t->nthreads; i++) {
-		struct cp_thread *th = &t->threads[i];
-		if (th->stopped || th->interrupting)
-			continue;
-		if (ptrace(PTRACE_INTERRUPT, th->tid, 0, 0) == 0)
-			th->interrupting = true;
-	}
-	while (t->nthreads > 0) {
-		struct cp_thread *th = &t->threads[0];
-		if (th->stopped) {
-			th->stopped = false;
-			detach_now(t, th, th->pending_signal);
-			continue;
-		}
-		int status;
-		pid_t got = waitpid(th->tid, &status, __WALL);
-		if (got < 0) {
-			if (errno == EINTR)
+	/* Ask every thread to stop at once, then let each go from whatever
+	 * stop it reports, in whatever order they come: threads are born
+	 * (their first stop), exit (their exit is collected, so no traced
+	 * zombie is left for the target's parent) and report signals and
+	 * events meanwhile.  Every report is taken from any thread
+	 * (waitpid -1): waiting for one thread while another sits in a stop
+	 * nobody collects can deadlock the target on itself (a thread
+	 * joining the new thread we hold).  */
+	interrupt_all(t);
+	for (;;) {
+		for (size_t i = 0; i < t->nthreads;) {
+			struct cp_thread *th = &t->threads[i];
+			if (th->stopped) {
+				th->stopped = false;
+				detach_now(t, th, th->pending_signal);
 				continue;
-			/* Not ours any more (ECHILD): nothing to undo.  */
-			remove_thread(t, th);
+			}
+			i++;
+		}
+		bool waiting = false;
+		for (size_t i = 0; i < t->nthreads && !waiting; i++)
+			waiting = !t->threads[i].zombie_leader;
+		if (!waiting || cancelled(t))
+			break;
+		int status;
+		pid_t got;
+		int r = next_report(-1, STUCK_MS, &got, &status);
+		if (r > 0) {
+			dispatch(t, got, status);
 			continue;
 		}
-		dispatch(t, got, status);
+		if (r < 0) {
+			/* ECHILD: nothing of ours is left to detach.  */
+			while (t->nthreads > 0)
+				remove_thread(t, &t->threads[0]);
+			break;
+		}
+		check_stuck(t);
+		/* A thread that reported something else (an event we
+		 * resumed it from) is asked again.  */
+		interrupt_all(t);
+	}
+	/* The exited leader of a group whose other threads run on is ours
+	 * until its group ends; if that has happened by now, collect it so
+	 * its parent can.  Otherwise it is released when we exit.  */
+	for (size_t i = 0; i < t->nthreads; i++) {
+		int status;
+		if (t->threads[i].zombie_leader &&
+		    waitpid(t->threads[i].tid, &status, __WALL | WNOHANG) > 0 &&
+		    t->threads[i].tid == t->pid)
+			t->exit_status = status;
 	}
 	/* Fork children not let go yet: a parked one still carries our
 	 * bytes; a restored one is let go at its first stop.  */
-	while (t->nforks > 0) {
+	while (t->nforks > 0 && !cancelled(t)) {
 		struct fork_child *fc = &t->forks[0];
 		if (fc->parked) {
 			if (!fc->restored)
@@ -1039,15 +1215,26 @@ void cp_target_detach(struct cp_target *t)
 			continue;
 		}
 		int status;
-		pid_t got = waitpid(fc->pid, &status, __WALL);
-		if (got < 0 && errno == EINTR)
+		pid_t got;
+		int r = next_report(fc->pid, STUCK_MS, &got, &status);
+		if (r == 0) {
+			if (syscall(SYS_tgkill, fc->pid, fc->pid, 0) < 0 &&
+			    errno == ESRCH)
+				drop_fork(t, fc);
 			continue;
-		if (got == fc->pid && WIFSTOPPED(status))
+		}
+		if (r > 0 && WIFSTOPPED(status))
 			release_fork(t, fc);
 		else
 			drop_fork(t, fc);
 	}
 	free_target(t);
+}
+
+void cp_target_set_cancel(struct cp_target *t,
+			  const volatile sig_atomic_t *cancel)
+{
+	t->cancel = cancel;
 }
 
 void cp_target_set_hooks(struct cp_target *t,
@@ -1064,10 +1251,11 @@ int cp_target_wait_event(struct cp_target *t)
 	if (t->nthreads == 0)
 		return -CP_E_GONE;
 	int status;
-	pid_t tid = waitpid(-1, &status, __WALL);
-	if (tid < 0) {
-		if (errno == EINTR)
-			return 0;
+	pid_t tid;
+	int r = next_report(-1, -1, &tid, &status);
+	if (r == 0)
+		return 0; /* a signal of the caller's */
+	if (r < 0) {
 		/* ECHILD: nothing of ours is left.  */
 		while (t->nthreads > 0)
 			remove_thread(t, &t->threads[0]);
@@ -1081,13 +1269,7 @@ int cp_target_wait_event(struct cp_target *t)
 int cp_target_hold_all(struct cp_target *t)
 {
 	t->holding = true;
-	for (size_t i = 0; i < t->nthreads; i++) {
-		struct cp_thread *th = &t->threads[i];
-		if (th->stopped || th->interrupting)
-			continue;
-		if (ptrace(PTRACE_INTERRUPT, th->tid, 0, 0) == 0)
-			th->interrupting = true;
-	}
+	interrupt_all(t);
 	while (interrupt_outstanding(t, -1)) {
 		pid_t got;
 		if (wait_stop(t, -1, &got) < 0)

@@ -138,9 +138,13 @@ int cp_heap_run(struct cp_heap *heap);
 /* Hold every thread, rewind the ones that just trapped, put back every
  * byte written and check it by reading it back.  The caller then
  * detaches the target.  Returns 0, or -CP_E_SYS when a byte could not
- * be restored (an error message was printed).  Also symbolizes every
- * stack.  */
+ * be restored (an error message was printed).  */
 int cp_heap_finish(struct cp_heap *heap);
+
+/* Wait until every stack recorded is symbolized (after the detach: the
+ * target does not wait for us to read debug information).  Call before
+ * cp_heap_summary's sites are written.  */
+void cp_heap_resolve(struct cp_heap *heap);
 
 /* The results; borrowed, valid until cp_heap_free.  */
 const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *heap);

@@ -8,6 +8,7 @@
 #ifndef CPROF_TARGET_H
 #define CPROF_TARGET_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +28,9 @@ struct cp_thread {
 	bool stopped;         /* in a ptrace-stop that we are holding */
 	bool vfork_child;     /* a vfork child sharing the target's memory,
 			       * traced only until it execs or exits */
+	bool zombie_leader;   /* the group leader exited while other
+			       * threads live: it reports nothing more until
+			       * the group ends */
 	int pending_signal;   /* signal to hand back when resuming, 0 for none */
 	uint64_t samples;     /* samples taken from this thread */
 	char attach_state;    /* run state just before we seized it, or 0 */
@@ -233,6 +237,13 @@ int cp_target_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* Write to writable memory of PID (process_vm_writev: the stack).
  * Returns 0 or -CP_E_SYS.  */
 int cp_target_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+
+/* Make every wait of TARGET give up once *CANCEL is nonzero (set by the
+ * caller's signal handler: "stop now").  A detach that gives up leaves the
+ * threads it could not let go to the kernel, which releases them when
+ * cprof exits.  */
+void cp_target_set_cancel(struct cp_target *target,
+			  const volatile sig_atomic_t *cancel);
 
 /* Stop every thread, hand back pending signals and detach; the target runs
  * exactly as before (a group-stopped target stays stopped).  Safe to call

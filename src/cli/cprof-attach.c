@@ -12,8 +12,10 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cprof/dump.h"
@@ -31,8 +33,26 @@
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 /* The only globals: what the signal handlers need.  */
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested;  /* first SIGINT/TERM/HUP */
+static volatile sig_atomic_t force_requested; /* a second one: stop now */
+static volatile sig_atomic_t target_written;  /* bytes of ours are in the
+					       * target (heap mode) */
+static volatile uint64_t first_stop_ns;       /* when the first came */
 static volatile pid_t launched_child;
+static volatile pid_t holder_pid;             /* in the visible process */
+static pid_t visible_pid;                     /* the process the user sees */
+/* Stop signals ignored when we started (a script's background job has
+ * SIGINT and SIGQUIT ignored; nohup ignores SIGHUP): they stay ignored.
+ * SIGTERM always works.  */
+static bool ignored_at_start[NSIG];
+
+/* Copies of one signal that reach us within this time are one request: a
+ * kill of our process group comes to the visible process (which passes it
+ * on) and to the tracing process directly; timeout(1) signals its child
+ * and then the child's group.  */
+#define SAME_REQUEST_NS 200000000ull
+
+enum { EXIT_FORCED = EXIT_RUNTIME };
 
 static const char usage_text[] =
 	"Usage: cprof-attach [OPTIONS] PID\n"
@@ -364,30 +384,151 @@ static void parse_options(int argc, char **argv, struct options *o)
 	o->pid = (pid_t)parse_long(argv[optind], "PID", 1, INT_MAX);
 }
 
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* async-signal-safe */
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void say_now(const char *text)
+{
+	/* From a signal handler: write(2) only.  */
+	size_t len = strlen(text);
+	while (len > 0) {
+		ssize_t n = write(STDERR_FILENO, text, len);
+		if (n <= 0)
+			break;
+		text += n;
+		len -= (size_t)n;
+	}
+}
+
+/* The tracing process's handler of SIGINT, SIGTERM and SIGHUP.  The first
+ * asks for a normal end: stop, restore, detach, write the profile.  A
+ * second one, later, ends cprof-attach at once: when nothing of ours is
+ * in the target, by exiting here (the kernel lets every thread we trace
+ * go, as running as it was; a temporary output file left behind is
+ * removed by the next run that writes there); otherwise every wait of the
+ * restore-and-detach path gives up as soon as it would block, and the
+ * profile is not written.  */
 static void on_stop_signal(int sig, siginfo_t *info, void *context)
 {
 	(void)context;
+	int saved_errno = errno;
+	uint64_t now = monotonic_ns();
+	if (stop_requested) {
+		if (now - first_stop_ns >= SAME_REQUEST_NS && !force_requested) {
+			force_requested = 1;
+			if (!target_written) {
+				say_now("cprof-attach: interrupted again: exiting "
+					"at once, without a profile\n");
+				_exit(EXIT_FORCED);
+			}
+			say_now("cprof-attach: interrupted again: restoring "
+				"the target's code and detaching, without a "
+				"profile\n");
+		}
+		errno = saved_errno;
+		return;
+	}
+	first_stop_ns = now;
 	stop_requested = 1;
 	/* Ctrl-C from the terminal reaches the whole foreground process group,
 	 * the launched command included; a SIGINT sent to us alone (kill) is
 	 * passed on so the command sees it as well.  */
 	if (sig == SIGINT && launched_child > 0 && info && info->si_code <= 0)
 		kill(launched_child, SIGINT);
+	errno = saved_errno;
 }
 
-static void install_handlers(void)
+/* The visible process's handler: a stop signal sent to it (kill, or a
+ * kill of the process group) is passed on to the tracing process; one
+ * from the terminal reached the tracing process already (same process
+ * group).  */
+static void on_visible_signal(int sig, siginfo_t *info, void *context)
 {
+	(void)context;
+	int saved_errno = errno;
+	if (holder_pid > 0 && (!info || info->si_code <= 0))
+		kill(holder_pid, sig);
+	errno = saved_errno;
+}
+
+static void stop_signal_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
+static void install_handlers(void (*handler)(int, siginfo_t *, void *))
+{
+	static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_stop_signal;
+	sa.sa_sigaction = handler;
 	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: waits end early */
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(*stop_signals); i++)
+		if (!ignored_at_start[stop_signals[i]])
+			sigaction(stop_signals[i], &sa, NULL);
 	/* A closed output pipe is reported as a write error, not a death
 	 * that would leave nothing written.  */
 	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The process the user started: it forks the tracing process (the
+ * holder), passes stop signals on to it and exits with its status.
+ * Only the holder traces.  If this process is killed with SIGKILL, the
+ * holder gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and ends
+ * normally: every byte written into the target restored, every thread
+ * detached.  */
+static int supervise(pid_t holder)
+{
+	holder_pid = holder;
+	install_handlers(on_visible_signal);
+	sigset_t stop_set;
+	stop_signal_set(&stop_set);
+	sigprocmask(SIG_UNBLOCK, &stop_set, NULL);
+	int status;
+	while (waitpid(holder, &status, 0) < 0) {
+		if (errno != EINTR) {
+			message("cannot wait for the tracing process %d: %s",
+				(int)holder, strerror(errno));
+			return EXIT_RUNTIME;
+		}
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	message("the tracing process %d was killed by signal %d (%s); "
+		"threads it held are released by the kernel, but code it had "
+		"changed (--heap) may not be restored",
+		(int)holder, WTERMSIG(status), strsignal(WTERMSIG(status)));
+	return EXIT_RUNTIME;
+}
+
+/* Become the tracing process: fork; the parent supervises and never
+ * returns from here.  */
+static void start_holder(void)
+{
+	visible_pid = getpid();
+	pid_t holder = fork();
+	if (holder < 0) {
+		message("cannot start the tracing process: %s", strerror(errno));
+		exit(EXIT_RUNTIME);
+	}
+	if (holder > 0)
+		exit(supervise(holder));
+	/* A SIGKILL of the visible process must not leave the target with
+	 * our breakpoints in it: the kernel tells us with SIGTERM.  It may
+	 * have died before the request took effect: then stop at once.  */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != visible_pid) {
+		first_stop_ns = monotonic_ns();
+		stop_requested = 1;
+	}
 }
 
 /* The command line of PID, arguments joined by spaces; its comm when
@@ -728,6 +869,9 @@ static int run_heap(const struct options *o, struct cp_target *target,
 	meta->time_nanos = (uint64_t)started.tv_sec * 1000000000u +
 			   (uint64_t)started.tv_nsec;
 	struct cp_heap *heap = NULL;
+	/* From here until the detach, a second stop signal cannot simply
+	 * end us: our breakpoints may be in the target.  */
+	target_written = 1;
 	int rc = cp_heap_start(target, unwinder, symbols, profile, &ho, &heap);
 	proc_cmdline(pid, meta->target, sizeof(meta->target));
 	if (rc < 0) {
@@ -742,6 +886,7 @@ static int run_heap(const struct options *o, struct cp_target *target,
 			message("cannot set breakpoints in process %d: %s: %s",
 				(int)pid, cp_strerror(rc), strerror(errno));
 		cp_target_detach(target);
+		target_written = 0;
 		cp_output_abort(out);
 		return rc == -CP_E_NOALLOC ? EXIT_USAGE : EXIT_RUNTIME;
 	}
@@ -752,9 +897,16 @@ static int run_heap(const struct options *o, struct cp_target *target,
 			(int)pid, meta->target, nbps, where);
 	int run_rc = cp_heap_run(heap);
 	int finish_rc = cp_heap_finish(heap);
-	const struct cp_heap_summary *s = cp_heap_summary(heap);
-	/* Let the target go before writing anything.  */
+	/* Let the target go before naming and writing anything.  */
 	cp_target_detach(target);
+	target_written = 0;
+	if (force_requested) {
+		cp_output_abort(out);
+		cp_heap_free(heap);
+		return EXIT_FORCED;
+	}
+	cp_heap_resolve(heap);
+	const struct cp_heap_summary *s = cp_heap_summary(heap);
 	meta->duration_nanos = (uint64_t)(s->duration * 1e9);
 	if (run_rc < 0)
 		message("heap tracing failed: %s; every byte was restored and "
@@ -824,9 +976,28 @@ done:
 
 int main(int argc, char **argv)
 {
+	/* A stop signal that comes before the handlers are in must not end
+	 * us without restoring what we wrote (or leave no report): block
+	 * them from the first line, honour them once the handlers are in.  */
+	sigset_t stop_set;
+	stop_signal_set(&stop_set);
+	sigprocmask(SIG_BLOCK, &stop_set, NULL);
+	struct sigaction current;
+	if (sigaction(SIGINT, NULL, &current) == 0 &&
+	    current.sa_handler == SIG_IGN)
+		ignored_at_start[SIGINT] = true;
+	if (sigaction(SIGHUP, NULL, &current) == 0 &&
+	    current.sa_handler == SIG_IGN)
+		ignored_at_start[SIGHUP] = true;
+	/* Launched commands are our children: we reap them for their exit
+	 * status, which an inherited SIG_IGN would throw away.  */
+	signal(SIGCHLD, SIG_DFL);
+
 	struct options o = {0};
 	parse_options(argc, argv, &o);
-	install_handlers();
+	start_holder();
+	install_handlers(on_stop_signal);
+	sigprocmask(SIG_UNBLOCK, &stop_set, NULL);
 
 	int exit_code = EXIT_RUNTIME;
 	struct cp_output *out = NULL;
@@ -848,6 +1019,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	/* A stop signal that came while we were starting: nothing is
+	 * attached yet, so nothing is done.  */
+	if (stop_requested) {
+		message("interrupted before %s: nothing was profiled",
+			o.command ? "starting the command" : "attaching");
+		goto out;
+	}
 	if (o.command) {
 		rc = cp_target_launch(o.command,
 				      CP_TARGET_FOLLOW_CLONES |
@@ -868,8 +1046,10 @@ int main(int argc, char **argv)
 	} else {
 		pid_t tracer = 0;
 		/* A dump stops the threads there are now; no need to follow
-		 * new ones.  */
-		rc = cp_target_attach(o.pid, o.tids, o.ntids,
+		 * new ones.  We trace from a child of the process the user
+		 * started: that one is cprof-attach too.  */
+		rc = o.pid == visible_pid ? -CP_E_SELF :
+		     cp_target_attach(o.pid, o.tids, o.ntids,
 				      o.dump ? 0
 					     : CP_TARGET_FOLLOW_CLONES |
 						       (o.heap ? CP_TARGET_FOLLOW_FORKS
@@ -881,6 +1061,7 @@ int main(int argc, char **argv)
 		}
 	}
 	pid_t pid = cp_target_pid(target);
+	cp_target_set_cancel(target, &force_requested);
 	if (o.verbose) {
 		size_t n;
 		cp_target_threads(target, &n);
@@ -990,6 +1171,8 @@ int main(int argc, char **argv)
 	bool exited = stats.target_exited;
 	cp_target_detach(target);
 	target = NULL;
+	if (force_requested)
+		goto out; /* interrupted twice: no profile */
 
 	if (rc < 0) {
 		message("sampling failed: %s; the target was detached",
