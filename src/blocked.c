@@ -128,19 +128,28 @@ static ssize_t read_task_file(struct cp_blocked *t,
 			      const char *name, int *fd, char *buf,
 			      size_t size)
 {
-	if (*fd < 0) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/%s",
-			 (int)t->pid, (int)th->tid, name);
-		*fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (*fd < 0)
-			return -1;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (*fd < 0) {
+			char path[64];
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/%s",
+				 (int)t->pid, (int)th->tid, name);
+			*fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (*fd < 0)
+				return -1;
+		}
+		ssize_t n;
+		do
+			n = pread(*fd, buf, size, 0);
+		while (n < 0 && errno == EINTR);
+		if (n > 0)
+			return n;
+		/* The task the descriptor was opened on is gone; if its TID
+		 * was given to a new thread already, that one's file is a
+		 * new open away.  */
+		close(*fd);
+		*fd = -1;
 	}
-	ssize_t n;
-	do
-		n = pread(*fd, buf, size, 0);
-	while (n < 0 && errno == EINTR);
-	return n;
+	return -1;
 }
 
 int cp_blocked_read_schedstat(struct cp_blocked *t,
