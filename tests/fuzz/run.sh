@@ -69,9 +69,17 @@ report() {
 			"$name" "${runs:-?}" "$seconds" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}"
 		return
 	fi
-	printf 'fuzz %-12s FAILED (exit %s) after %s runs; the log, %s, ends:\n' \
+	printf 'fuzz %-12s FAILED (exit %s) after %s runs; from its log, %s:\n' \
 		"$name" "$status" "${runs:-?}" "$log"
-	grep -v -E '^(#[0-9]+|stat::|INFO:|MERGE|\*\*\*)' "$log" | tail -n 40 | sed 's/^/    /'
+	# From the first line of the report (a failed check, a sanitizer or
+	# libFuzzer error) on; the tail of the log when there is none.
+	local first
+	first=$(grep -n -m 1 -E 'check failed:|runtime error:|==ERROR:|ERROR: libFuzzer|^ALARM:|Sanitizer:' "$log" | cut -d: -f1)
+	if [ -n "$first" ]; then
+		tail -n "+$first" "$log" | head -n 80
+	else
+		tail -n 40 "$log"
+	fi | grep -v -E '^(stat::|INFO:)' | sed 's/^/    /'
 	local unit
 	unit=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
 	if [ -n "$unit" ]; then
