@@ -425,6 +425,131 @@ START_TEST(test_sampler_no_stops_O0)
 }
 END_TEST
 
+/* ---------------------------------------------------- partial unwinds */
+
+/* A full snapshot of thread NAME of FIXTURE, taken in a stop (the thread
+ * is resumed before this returns), and its unwind.  */
+struct full_unwind {
+	struct cp_snapshot snap;
+	uint64_t pcs[64];
+	size_t n;
+};
+
+static void snapshot_thread(struct cp_target *target,
+			    struct cp_unwinder *unwinder, pid_t pid,
+			    const char *name, struct full_unwind *full)
+{
+	pid_t tid = tu_find_task(pid, name);
+	ck_assert_msg(tid > 0, "no thread \"%s\" in %d", name, (int)pid);
+	ck_assert_int_eq(cp_target_stop(target, tid), 0);
+	memset(&full->snap, 0, sizeof(full->snap));
+	int rc = cp_target_snapshot(target, tid, &full->snap);
+	cp_target_resume(target, tid);
+	ck_assert_msg(rc == 0, "snapshot: %s", cp_strerror(rc));
+	cp_target_learn_stack(target, tid, full->snap.regs.rsp);
+	full->n = cp_unwinder_unwind(unwinder, &full->snap, full->pcs, 64);
+	ck_assert_uint_ge(full->n, 4);
+}
+
+/* The registers /proc/PID/task/TID/syscall gives: pc and stack pointer;
+ * every other register of SNAP is overwritten with garbage, so that a
+ * read of one would show.  */
+static void keep_pc_and_sp(struct cp_snapshot *snap)
+{
+	struct user_regs_struct kept = snap->regs;
+	memset(&snap->regs, 0xa5, sizeof(snap->regs));
+	snap->regs.rip = kept.rip;
+	snap->regs.rsp = kept.rsp;
+}
+
+static const uint32_t pc_and_sp =
+	CP_UNWIND_REG(CP_REG_RIP) | CP_UNWIND_REG(CP_REG_RSP);
+
+/* Threads of the blockers fixture whose waits survive a stop.  */
+static const char *const harmless_threads[] = {
+	"b-poll", "b-select", "b-nanosleep", "b-sem_wait", "b-cond_wait",
+	"b-read", "b-sem_timedwait", "waker",
+};
+
+/* From pc and stack pointer alone, each thread blocked in a wait unwinds
+ * to the same frames as from its full registers: -O2 (CFI) needs nothing
+ * else; -O0 (frame pointers) needs rbp where no libc frame saved it, and
+ * finds it on the stack.  Without a stack copy to search, such a thread
+ * stops at its first frame-pointer frame and says that rbp was needed;
+ * the frames found are the full unwind's.  */
+START_TEST(test_partial_unwind)
+{
+	const char *name = variants[_i];
+	bool frame_pointers = strstr(name, "O0") != NULL;
+	int in;
+	struct tu_proc *fixture = start_fixture(name, "60", &in);
+	struct cp_target *target;
+	struct cp_unwinder *unwinder;
+	int rc = cp_target_attach(fixture->pid, NULL, 0,
+				  CP_TARGET_FOLLOW_CLONES, &target, NULL);
+	ck_assert_msg(rc == 0, "attach: %s", cp_strerror(rc));
+	ck_assert_int_eq(cp_unwinder_new(fixture->pid, &unwinder), 0);
+	size_t scanned = 0;
+	for (size_t t = 0; t < sizeof(harmless_threads) /
+				       sizeof(harmless_threads[0]); t++) {
+		const char *thread = harmless_threads[t];
+		struct full_unwind full;
+		snapshot_thread(target, unwinder, fixture->pid, thread, &full);
+		struct cp_snapshot partial_snap = full.snap;
+		keep_pc_and_sp(&partial_snap);
+		uint64_t pcs[64];
+
+		/* Nothing to search for rbp first: does it need it?  */
+		partial_snap.stack_len = 0;
+		struct cp_unwind_partial partial = { .known = pc_and_sp };
+		size_t n = cp_unwinder_unwind_partial(unwinder, &partial_snap,
+						      &partial, pcs, 64);
+		bool needs_rbp = partial.needed != 0;
+		if (needs_rbp) {
+			ck_assert_msg(frame_pointers, "%s %s: CFI code needed "
+				      "registers %#x", name, thread,
+				      partial.needed);
+			ck_assert_uint_eq(partial.needed,
+					  CP_UNWIND_REG(CP_REG_RBP));
+			ck_assert(!partial.rbp_scanned && !partial.ended);
+			ck_assert_uint_ge(n, 2);
+			ck_assert_uint_lt(n, full.n);
+		} else {
+			ck_assert_uint_eq(n, full.n);
+		}
+		for (size_t i = 0; i < n; i++)
+			ck_assert_msg(pcs[i] == full.pcs[i], "%s %s: frame %zu "
+				      "is %#" PRIx64 ", %#" PRIx64 " from full "
+				      "registers", name, thread, i, pcs[i],
+				      full.pcs[i]);
+
+		/* With the stack: every frame, rbp found if needed.  */
+		partial_snap.stack_len = full.snap.stack_len;
+		partial = (struct cp_unwind_partial){ .known = pc_and_sp };
+		n = cp_unwinder_unwind_partial(unwinder, &partial_snap,
+					       &partial, pcs, 64);
+		ck_assert_msg(partial.needed == 0, "%s %s: the unwind needed "
+			      "registers %#x", name, thread, partial.needed);
+		ck_assert_int_eq(partial.rbp_scanned, needs_rbp);
+		ck_assert(partial.ended);
+		ck_assert_uint_eq(n, full.n);
+		for (size_t i = 0; i < n; i++)
+			ck_assert_msg(pcs[i] == full.pcs[i], "%s %s: frame %zu "
+				      "is %#" PRIx64 ", %#" PRIx64 " from full "
+				      "registers", name, thread, i, pcs[i],
+				      full.pcs[i]);
+		scanned += partial.rbp_scanned;
+		free(full.snap.stack);
+	}
+	if (frame_pointers)
+		ck_assert_msg(scanned > 0, "%s: no thread needed rbp", name);
+	cp_unwinder_free(unwinder);
+	cp_target_detach(target);
+	struct counts end = ask_counts(fixture, in, "end");
+	expect_fixture_ok(fixture, in, &end);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- suite */
 
 static TCase *new_case(Suite *suite, const char *name, double timeout)
@@ -446,6 +571,8 @@ static Suite *blocked_suite(void)
 	tcase_add_loop_test(tcase, test_wall_no_eintr, 0, (int)nvariants);
 	tcase = new_case(suite, "cpu", 60);
 	tcase_add_test(tcase, test_cpu_no_eintr);
+	tcase = new_case(suite, "unwind", 30);
+	tcase_add_loop_test(tcase, test_partial_unwind, 0, (int)nvariants);
 	tcase = new_case(suite, "sampler", 60);
 	tcase_add_test(tcase, test_sampler_no_stops_O2);
 	tcase_add_test(tcase, test_sampler_no_stops_O0);
