@@ -10,6 +10,7 @@
 
 #include "cprof/error.h"
 #include "cprof/procfs.h"
+#include "unwtables.h"
 
 #if !defined(__x86_64__)
 #error "cprof unwinds x86-64 targets only for now"
@@ -23,20 +24,6 @@ struct page_slot {
 	unsigned char *data;     /* PAGE_SIZE_ bytes */
 };
 
-/* One module (one file mapped at one base address).  Its unwind table is
- * located in target memory, from the ELF headers the loader mapped: that
- * needs no file, so it works for deleted or replaced files and for
- * containers alike, and costs nothing per lookup.  A module without an
- * .eh_frame_hdr falls back to libunwind-ptrace, which reads the file
- * (.debug_frame) — one handle per module, so its one-entry cache holds. */
-struct module {
-	char *path;
-	uint64_t base;           /* address of file offset 0 */
-	bool table_tried, table_ok;
-	unw_dyn_info_t table;    /* remote .eh_frame_hdr search table */
-	void *upt;               /* libunwind-ptrace handle, made on demand */
-};
-
 struct tid_upt {
 	pid_t tid;
 	void *upt;
@@ -47,26 +34,25 @@ struct cp_unwinder {
 	unw_addr_space_t as;          /* snapshot accessors */
 	unw_addr_space_t as_ptrace;   /* libunwind-ptrace accessors */
 	struct cp_maps *maps;
-	struct module *modules;
-	size_t nmodules;
+	struct cp_unwtables *tables;  /* the modules' checked unwind tables */
 	struct page_slot *pages;
 	const struct cp_snapshot *snap; /* the snapshot being unwound */
 	struct tid_upt *tid_upts;       /* for CP_UNWIND_PTRACE */
 	size_t ntid_upts;
 };
 
-/* libunwind's search of a remote .eh_frame_hdr table.  It is what
- * libunwind-ptrace itself calls, so it is exported; its header is not
- * installed.  */
+/* libunwind's search of a remote .eh_frame_hdr table, which parses the
+ * FDE it finds.  It is what libunwind-ptrace itself calls, so it is
+ * exported; its header is not installed.  */
 extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as,
 					      unw_word_t ip,
 					      unw_dyn_info_t *di,
 					      unw_proc_info_t *pi,
 					      int need_unwind_info, void *arg);
 
-/* libunwind-ptrace's find_proc_info hands our memory accessor its own
- * handle as ARG, not ours, so the accessors find the unwinder being run
- * through this pointer.  One unwind runs at a time per thread.  */
+/* In CP_UNWIND_PTRACE mode the accessors get libunwind-ptrace's handle
+ * as ARG, not ours, so they find the unwinder being run through this
+ * pointer.  One unwind runs at a time per thread.  */
 static __thread struct cp_unwinder *current;
 
 static const struct cp_map *find_map(struct cp_unwinder *uw, uint64_t addr)
@@ -83,88 +69,13 @@ static const struct cp_map *find_map(struct cp_unwinder *uw, uint64_t addr)
 	return cp_maps_find(uw->maps, addr);
 }
 
-/* Locate the .eh_frame_hdr binary search table of the ELF image whose
- * file offset 0 is mapped at M->base, reading its headers from target
- * memory.  Fills M->table.  */
-static bool locate_table(struct cp_unwinder *uw, struct module *m)
-{
-	Elf64_Ehdr eh;
-	if (cp_target_read(uw->pid, m->base, &eh, sizeof(eh)) !=
-		    (ssize_t)sizeof(eh) ||
-	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phnum == 0 ||
-	    eh.e_phnum > 64 || eh.e_phentsize != sizeof(Elf64_Phdr))
-		return false;
-	Elf64_Phdr ph[64];
-	size_t size = eh.e_phnum * sizeof(Elf64_Phdr);
-	if (cp_target_read(uw->pid, m->base + eh.e_phoff, ph, size) !=
-	    (ssize_t)size)
-		return false;
-	const Elf64_Phdr *first_load = NULL, *text = NULL, *hdr = NULL;
-	for (int i = 0; i < eh.e_phnum; i++) {
-		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
-			first_load = &ph[i];
-		if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) && !text)
-			text = &ph[i];
-		if (ph[i].p_type == PT_GNU_EH_FRAME)
-			hdr = &ph[i];
-	}
-	if (!first_load || !text || !hdr)
-		return false;
-	/* BASE holds file offset 0, which the first segment maps at its
-	 * (page-aligned) virtual address.  */
-	uint64_t bias = m->base - (first_load->p_vaddr & ~(uint64_t)0xfff);
-	unsigned char h[12];
-	if (cp_target_read(uw->pid, bias + hdr->p_vaddr, h, sizeof(h)) !=
-	    (ssize_t)sizeof(h))
-		return false;
-	/* version 1; eh_frame_ptr pcrel|sdata4; fde_count udata4; a table
-	 * of datarel|sdata4 pairs: what every linker writes.  */
-	if (h[0] != 1 || h[1] != 0x1b || h[2] != 0x03 || h[3] != 0x3b)
-		return false;
-	uint32_t fde_count;
-	memcpy(&fde_count, h + 8, sizeof(fde_count));
-	memset(&m->table, 0, sizeof(m->table));
-	m->table.format = UNW_INFO_FORMAT_REMOTE_TABLE;
-	m->table.start_ip = bias + text->p_vaddr;
-	m->table.end_ip = bias + text->p_vaddr + text->p_memsz;
-	m->table.u.rti.segbase = bias + hdr->p_vaddr;
-	m->table.u.rti.table_data = bias + hdr->p_vaddr + 12;
-	m->table.u.rti.table_len = fde_count * 8 / sizeof(unw_word_t);
-	return true;
-}
-
-/* The module MAP belongs to: the file mapped there, found by the mapping
- * of the same file at offset 0 (its base).  */
-static struct module *module_for(struct cp_unwinder *uw,
-				 const struct cp_map *map)
-{
-	uint64_t base = map->start - map->offset;
-	for (size_t i = 0; uw->maps && i < uw->maps->count; i++) {
-		const struct cp_map *m = &uw->maps->maps[i];
-		if (m->offset == 0 && m->start <= map->start &&
-		    m->inode == map->inode && strcmp(m->path, map->path) == 0)
-			base = m->start;
-	}
-	for (size_t i = 0; i < uw->nmodules; i++)
-		if (uw->modules[i].base == base &&
-		    strcmp(uw->modules[i].path, map->path) == 0)
-			return &uw->modules[i];
-	struct module *grown =
-		realloc(uw->modules, (uw->nmodules + 1) * sizeof(*grown));
-	if (!grown)
-		return NULL;
-	uw->modules = grown;
-	struct module *m = &uw->modules[uw->nmodules];
-	memset(m, 0, sizeof(*m));
-	m->path = strdup(map->path);
-	m->base = base;
-	if (!m->path)
-		return NULL;
-	uw->nmodules++;
-	return m;
-}
-
+/* The unwind information of IP for libunwind.  The FDE is found in the
+ * module's checked table (unwtables.h); libunwind never sees the
+ * target's own search table, nor reads any file: it gets a one-entry
+ * search table (CP_UNWTABLES_ENTRY, which matches every pc) whose segbase
+ * is the FDE's address, so its search parses exactly that FDE, read
+ * through our access_mem from the checked image.  No system call: the
+ * tables are built on the first pc of each module.  */
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 			  unw_proc_info_t *pi, int need_unwind_info, void *arg)
 {
@@ -173,32 +84,27 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 	if (!map || map->path[0] == '\0' ||
 	    (map->path[0] == '[' && strcmp(map->path, "[vdso]") != 0))
 		return -UNW_ENOINFO;
-	struct module *m = module_for(uw, map);
-	if (!m)
+	const struct cp_ehframe_fde *fde =
+		cp_unwtables_find(uw->tables, uw->maps, map, ip);
+	if (!fde)
 		return -UNW_ENOINFO;
-	if (!m->table_tried) {
-		m->table_tried = true;
-		m->table_ok = locate_table(uw, m);
-	}
-	if (m->table_ok && ip >= m->table.start_ip && ip < m->table.end_ip) {
-		int rc = _Ux86_64_dwarf_search_unwind_table(
-			as, ip, &m->table, pi, need_unwind_info, arg);
-		if (rc != -UNW_ENOINFO)
-			return rc;
-	}
-	/* No .eh_frame_hdr in memory: let libunwind-ptrace read the file's
-	 * .eh_frame or .debug_frame.  */
-	if (map->path[0] != '/')
-		return -UNW_ENOINFO;
-	if (!m->upt && !(m->upt = _UPT_create(uw->pid)))
-		return -UNW_ENOINFO;
-	return _UPT_find_proc_info(as, ip, pi, need_unwind_info, m->upt);
+	unw_dyn_info_t di;
+	memset(&di, 0, sizeof(di));
+	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di.start_ip = fde->pc_start;
+	di.end_ip = fde->pc_end;
+	di.u.rti.segbase = fde->fde_addr;
+	di.u.rti.table_data = CP_UNWTABLES_ENTRY;
+	di.u.rti.table_len = 8 / sizeof(unw_word_t);
+	return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi,
+						  need_unwind_info, arg);
 }
 
+/* The unwind information libunwind's FDE parser made lives in its own
+ * pool, which it frees itself (it never calls this for DWARF frames).  */
 static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi,
 			    void *arg)
 {
-	_UPT_put_unwind_info(as, pi, arg);
 }
 
 static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dilap,
@@ -245,8 +151,11 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp,
 		memcpy(valp, s->stack + (addr - s->stack_addr), sizeof(*valp));
 		return 0;
 	}
-	/* Unwind tables live in read-only file mappings that do not change
-	 * while the target runs: cache their pages.  */
+	/* The unwind tables: only from the checked copies.  */
+	if (cp_unwtables_read(uw->tables, addr, valp))
+		return 0;
+	/* Other read-only file mappings (code) do not change while the
+	 * target runs: cache their pages.  */
 	const struct cp_map *m = cp_maps_find(uw->maps, addr);
 	if (m && !m->writable && (m->path[0] == '/' ||
 				  strcmp(m->path, "[vdso]") == 0) &&
@@ -338,6 +247,29 @@ static unw_accessors_t snapshot_accessors = {
 	.get_proc_name = get_proc_name,
 };
 
+/* CP_UNWIND_PTRACE: libunwind-ptrace's registers and memory, our unwind
+ * tables (libunwind-ptrace's own find_proc_info reads the module's file
+ * unchecked, and aborts the process on a table encoding it does not
+ * expect).  */
+static int ptrace_access_mem(unw_addr_space_t as, unw_word_t addr,
+			     unw_word_t *valp, int write, void *arg)
+{
+	if (!write && current && cp_unwtables_read(current->tables, addr, valp))
+		return 0;
+	return _UPT_access_mem(as, addr, valp, write, arg);
+}
+
+static unw_accessors_t ptrace_accessors = {
+	.find_proc_info = find_proc_info,
+	.put_unwind_info = put_unwind_info,
+	.get_dyn_info_list_addr = get_dyn_info_list_addr,
+	.access_mem = ptrace_access_mem,
+	.access_reg = _UPT_access_reg,
+	.access_fpreg = _UPT_access_fpreg,
+	.resume = resume,
+	.get_proc_name = get_proc_name,
+};
+
 int cp_unwinder_new(pid_t pid, struct cp_unwinder **out)
 {
 	struct cp_unwinder *uw = calloc(1, sizeof(*uw));
@@ -346,8 +278,9 @@ int cp_unwinder_new(pid_t pid, struct cp_unwinder **out)
 	uw->pid = pid;
 	uw->pages = calloc(PAGE_CACHE_SLOTS, sizeof(*uw->pages));
 	uw->as = unw_create_addr_space(&snapshot_accessors, 0);
-	uw->as_ptrace = unw_create_addr_space(&_UPT_accessors, 0);
-	if (!uw->pages || !uw->as || !uw->as_ptrace) {
+	uw->as_ptrace = unw_create_addr_space(&ptrace_accessors, 0);
+	if (!uw->pages || !uw->as || !uw->as_ptrace ||
+	    cp_unwtables_new(pid, &uw->tables) < 0) {
 		cp_unwinder_free(uw);
 		return -CP_E_NOMEM;
 	}
@@ -370,23 +303,11 @@ int cp_unwinder_new(pid_t pid, struct cp_unwinder **out)
 	return 0;
 }
 
-static void drop_modules(struct cp_unwinder *uw)
-{
-	for (size_t i = 0; i < uw->nmodules; i++) {
-		free(uw->modules[i].path);
-		if (uw->modules[i].upt)
-			_UPT_destroy(uw->modules[i].upt);
-	}
-	free(uw->modules);
-	uw->modules = NULL;
-	uw->nmodules = 0;
-}
-
 void cp_unwinder_free(struct cp_unwinder *uw)
 {
 	if (!uw)
 		return;
-	drop_modules(uw);
+	cp_unwtables_free(uw->tables);
 	for (size_t i = 0; i < uw->ntid_upts; i++)
 		_UPT_destroy(uw->tid_upts[i].upt);
 	free(uw->tid_upts);
@@ -404,7 +325,7 @@ void cp_unwinder_free(struct cp_unwinder *uw)
 
 void cp_unwinder_invalidate(struct cp_unwinder *uw)
 {
-	drop_modules(uw);
+	cp_unwtables_reset(uw->tables);
 	for (size_t i = 0; i < PAGE_CACHE_SLOTS; i++)
 		uw->pages[i].page = 0;
 	unw_flush_cache(uw->as, 0, 0);
@@ -491,9 +412,12 @@ size_t cp_unwinder_unwind_ptrace(struct cp_unwinder *uw, pid_t tid,
 	if (!upt)
 		return 0;
 	unw_cursor_t cursor;
-	if (unw_init_remote(&cursor, uw->as_ptrace, upt) < 0)
-		return 0;
-	return walk(&cursor, pcs, max);
+	current = uw;
+	size_t n = 0;
+	if (unw_init_remote(&cursor, uw->as_ptrace, upt) == 0)
+		n = walk(&cursor, pcs, max);
+	current = NULL;
+	return n;
 }
 
 /* ---------------------------------------------------- partial unwinds */

@@ -3,10 +3,12 @@
  *
  * The stack bytes come from the snapshot taken while the thread was
  * stopped; the unwinding itself runs after the thread was resumed.  The
- * unwind tables (.eh_frame_hdr, .eh_frame, .debug_frame) are found by
- * libunwind-ptrace's own find_proc_info, one handle per module so that
- * switching modules costs nothing, and read-only target pages it asks for
- * are cached.  */
+ * unwind tables (.eh_frame, located through .eh_frame_hdr in the
+ * target's memory or through the file's section headers, and
+ * .debug_frame) are checked and indexed once per module before libunwind
+ * reads any of them (cprof/ehframe.h): nothing a target's files or
+ * memory contain can crash the unwinder.  Read-only target pages it asks
+ * for are cached.  */
 #ifndef CPROF_UNWINDER_H
 #define CPROF_UNWINDER_H
 
