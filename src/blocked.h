@@ -14,7 +14,10 @@
  *     stack stands for the tick (one pread, no ptrace call);
  *   - after a stop of ours (which makes the thread run a little: it
  *     handles the trap and re-enters its wait), where the stop found it,
- *     so that the counters are taken again once it is back there.
+ *     so that the counters are taken again once it is back there;
+ *   - and for a thread that blocked somewhere new, the read: pc, stack
+ *     pointer and argument registers from /proc/PID/task/TID/syscall,
+ *     and a copy of its stack (process_vm_readv needs no stop).
  *
  * Entries are keyed by TID and dropped when the target's thread list no
  * longer has the TID (cp_blocked_prune).  */
@@ -27,6 +30,7 @@
 #include <sys/types.h>
 
 #include "cprof/procfs.h"
+#include "cprof/target.h"
 
 struct cp_blocked;
 
@@ -74,22 +78,62 @@ void cp_blocked_prune(struct cp_blocked *table);
  * the descriptors.  */
 void cp_blocked_forget_stacks(struct cp_blocked *table);
 
-/* Read THREAD's scheduler counters: one pread.  Returns 0, -CP_E_GONE
- * (the thread exited) or -CP_E_PARSE; also -CP_E_INVAL when the kernel
- * keeps no such counters (it writes "0 0 0"), which must not be taken
- * for "did not run".  */
-int cp_blocked_read_schedstat(struct cp_blocked *table,
-			      struct cp_blocked_thread *thread,
-			      struct cp_task_schedstat *out);
+/* What a look at a thread found (cp_blocked_look).  */
+enum cp_blocked_look {
+	CP_BLOCKED_STOP,    /* on a CPU, in a group-stop, or unreadable:
+			     * stop it as before */
+	CP_BLOCKED_REPEAT,  /* off the CPU since THREAD->stack was taken:
+			     * that stack again */
+	CP_BLOCKED_READ,    /* blocked somewhere new: READ holds its pc,
+			     * stack pointer and stack, to unwind */
+	CP_BLOCKED_NONE,    /* no sample this tick: it ran while its stack
+			     * was copied (the copy may be torn), or it
+			     * is gone */
+};
 
-/* Read what THREAD is blocked in: one pread.  Returns 0, -CP_E_GONE or
- * -CP_E_PARSE.  */
-int cp_blocked_read_syscall(struct cp_blocked *table,
-			    struct cp_blocked_thread *thread,
-			    struct cp_task_syscall *out);
+/* A thread read without a stop.  */
+struct cp_blocked_read {
+	struct cp_snapshot snap;         /* registers in KNOWN, the stack;
+					  * its buffer is reused, freed by
+					  * cp_blocked_read_free */
+	uint32_t known;                  /* CP_UNWIND_REG bits of the real
+					  * registers of SNAP */
+	struct cp_task_syscall syscall;  /* what /proc said of it */
+	struct cp_task_schedstat stat;   /* its counters, unchanged across
+					  * the copy */
+	bool has_stat;                   /* STAT is valid */
+};
 
-/* True when both reads give the same counters.  */
-bool cp_blocked_same_schedstat(const struct cp_task_schedstat *a,
-			       const struct cp_task_schedstat *b);
+/* Look at THREAD, listed in the target as LISTED, at a tick, without
+ * stopping it.  One pread of its counters when it has not run since its
+ * last sample (REPEAT); when it has, one of /proc/PID/task/TID/syscall,
+ * and if it is blocked, a copy of its stack with process_vm_readv and the
+ * counters again, to check it did not run meanwhile (READ).  After a
+ * stop of ours (cp_blocked_stopped) the thread's baseline is taken once
+ * it is back where the stop found it: the stop made it run.  Returns the
+ * verdict, or -CP_E_NOMEM.  */
+int cp_blocked_look(struct cp_blocked *table, struct cp_target *target,
+		    const struct cp_thread *listed,
+		    struct cp_blocked_thread *thread,
+		    struct cp_blocked_read *read);
+
+/* THREAD was sampled from READ into profile stack STACK: repeat it while
+ * its counters stay as READ found them.  */
+void cp_blocked_read_done(struct cp_blocked_thread *thread, uint32_t stack,
+			  const struct cp_blocked_read *read);
+
+/* THREAD was sampled in a stop of ours that found it at SP, PC, into
+ * profile stack STACK.  */
+void cp_blocked_stopped(struct cp_blocked_thread *thread, uint32_t stack,
+			uint64_t sp, uint64_t pc);
+
+/* Is THREAD still where READ found it (its counters unchanged)?  One
+ * pread; false when unknown.  */
+bool cp_blocked_unmoved(struct cp_blocked *table,
+			struct cp_blocked_thread *thread,
+			const struct cp_blocked_read *read);
+
+/* Free the stack buffer of READ.  */
+void cp_blocked_read_free(struct cp_blocked_read *read);
 
 #endif

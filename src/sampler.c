@@ -119,15 +119,10 @@ struct run {
 				       * UINT32_MAX until first needed */
 };
 
-/* A thread off the CPU, read without a stop: what /proc/PID/task/TID/
- * syscall said, the registers it gives, a copy of the stack.  */
+/* A thread off the CPU, read without a stop at a tick.  */
 struct unstopped {
-	struct cp_snapshot snap;
-	uint32_t known;               /* registers of SNAP that are real */
-	uint64_t t_ns;
-	struct cp_task_syscall syscall;
-	struct cp_task_schedstat stat; /* counters before the copy */
-	bool has_stat;
+	struct cp_blocked_read read;
+	uint64_t t_ns;                /* the tick */
 };
 
 /* Ticks that found TID still on its way to a stop we asked for earlier
@@ -251,17 +246,12 @@ static int unwind_and_record(struct run *r, const struct cp_snapshot *snap,
 	int rc = record(r, snap->tid, t_ns, npcs, UINT32_MAX, &stack);
 	struct cp_blocked_thread *bt =
 		r->blocked ? cp_blocked_find(r->blocked, snap->tid) : NULL;
-	if (rc == 0 && bt) {
-		/* Our stop made the thread run (it took the trap, and a wait
-		 * it was in restarts): its counters moved because of us.
-		 * Take them as the baseline of this stack once the thread is
-		 * back where the stop found it.  */
-		bt->stack = stack;
-		bt->has_baseline = false;
-		bt->settling = true;
-		bt->sp = snap->regs.rsp;
-		bt->pc = snap->regs.rip;
-	}
+	/* Our stop made the thread run (it took the trap, and a wait it
+	 * was in restarts): its counters moved because of us.  They are
+	 * taken as the baseline of this stack once the thread is back where
+	 * the stop found it.  */
+	if (rc == 0 && bt)
+		cp_blocked_stopped(bt, stack, snap->regs.rsp, snap->regs.rip);
 	return rc;
 }
 
@@ -368,12 +358,10 @@ static void owe_tick(struct run *r, pid_t tid)
 		(*owed)++;
 }
 
-/* Copy the stack of thread TID, off the CPU in SC, without stopping it,
- * and queue it for unwinding.  STAT: its counters just read, or NULL.
- * Returns false when the thread must be stopped after all.  */
-static bool read_unstopped(struct run *r, struct cp_blocked_thread *bt,
-			   const struct cp_task_syscall *sc,
-			   const struct cp_task_schedstat *stat, uint64_t t_ns)
+/* --wall, at a tick: sample TH without stopping it if it is off the CPU
+ * (cp_blocked_look).  Returns false when it must be stopped.  */
+static bool sample_without_stop(struct run *r, const struct cp_thread *th,
+				struct cp_blocked_thread *bt, uint64_t t_ns)
 {
 	if (r->nunstopped == r->unstopped_cap) {
 		size_t cap = r->unstopped_cap ? r->unstopped_cap * 2 : 8;
@@ -387,106 +375,29 @@ static bool read_unstopped(struct run *r, struct cp_blocked_thread *bt,
 		r->unstopped_cap = cap;
 	}
 	struct unstopped *u = &r->unstopped[r->nunstopped];
-	struct cp_snapshot *snap = &u->snap;
-	memset(&snap->regs, 0, sizeof(snap->regs));
-	snap->regs.rip = sc->pc;
-	snap->regs.rsp = sc->sp;
-	u->known = CP_UNWIND_REG(CP_REG_RIP) | CP_UNWIND_REG(CP_REG_RSP);
-	if (sc->state == CP_TASK_IN_SYSCALL) {
-		/* At the instruction after `syscall` the argument registers
-		 * still hold the arguments: the kernel returns them
-		 * unchanged (only rax, rcx and r11 differ).  */
-		snap->regs.rdi = sc->args[0];
-		snap->regs.rsi = sc->args[1];
-		snap->regs.rdx = sc->args[2];
-		snap->regs.r10 = sc->args[3];
-		snap->regs.r8 = sc->args[4];
-		snap->regs.r9 = sc->args[5];
-		snap->regs.orig_rax = (unsigned long long)sc->nr;
-		u->known |= CP_UNWIND_REG(CP_REG_RDI) |
-			    CP_UNWIND_REG(CP_REG_RSI) |
-			    CP_UNWIND_REG(CP_REG_RDX) |
-			    CP_UNWIND_REG(CP_REG_R10) |
-			    CP_UNWIND_REG(CP_REG_R8) | CP_UNWIND_REG(CP_REG_R9);
-	}
-	/* process_vm_readv needs no stop.  */
-	int rc = cp_target_snapshot_stack(r->target, bt->tid, snap);
-	if (rc == -CP_E_NOMEM)
-		r->error = rc;
-	if (rc < 0)
-		return true;     /* gone */
-	/* The copy is the stack at SC only if the thread did not run
-	 * meanwhile: check the counters (or, without them, the syscall
-	 * file) again.  If it ran, its stack may be torn: the tick goes to
-	 * its next sample.  */
-	bool still;
-	if (stat) {
-		struct cp_task_schedstat after;
-		still = cp_blocked_read_schedstat(r->blocked, bt, &after) == 0 &&
-			cp_blocked_same_schedstat(&after, stat);
-	} else {
-		struct cp_task_syscall again;
-		still = cp_blocked_read_syscall(r->blocked, bt, &again) == 0 &&
-			again.state == sc->state && again.sp == sc->sp &&
-			again.pc == sc->pc;
-	}
-	if (!still) {
+	int look = cp_blocked_look(r->blocked, r->target, th, bt, &u->read);
+	switch (look) {
+	case CP_BLOCKED_REPEAT:
+		r->stats->samples_unchanged++;
+		if (record_stack(r, th->tid, t_ns, bt->stack) < 0)
+			r->error = -CP_E_NOMEM;
+		return true;
+	case CP_BLOCKED_READ:
+		u->t_ns = t_ns;
+		r->nunstopped++;
+		return true;
+	case CP_BLOCKED_NONE:
+		/* It ran while its stack was copied: the tick goes to its
+		 * next sample.  */
 		r->stats->torn_reads++;
-		owe_tick(r, bt->tid);
+		owe_tick(r, th->tid);
 		return true;
-	}
-	u->t_ns = t_ns;
-	u->syscall = *sc;
-	u->has_stat = stat != NULL;
-	if (stat)
-		u->stat = *stat;
-	r->nunstopped++;
-	return true;
-}
-
-/* --wall, at a tick: sample TH without stopping it if it is off the CPU.
- * Costs one pread when it has not run since its last sample, two more
- * and a stack copy when it blocked somewhere new.  Returns false when it
- * must be stopped (it is running, or its state is unreadable).  */
-static bool sample_without_stop(struct run *r, const struct cp_thread *th,
-				struct cp_blocked_thread *bt, uint64_t t_ns)
-{
-	struct cp_task_schedstat stat;
-	bool has_stat = cp_blocked_read_schedstat(r->blocked, bt, &stat) == 0;
-	if (has_stat && bt->has_baseline && bt->stack != UINT32_MAX &&
-	    cp_blocked_same_schedstat(&stat, &bt->baseline)) {
-		/* Not on a CPU for a moment since the stack was taken: it is
-		 * still the stack.  */
-		r->stats->samples_unchanged++;
-		if (record_stack(r, th->tid, t_ns, bt->stack) < 0)
-			r->error = -CP_E_NOMEM;
-		return true;
-	}
-	bt->has_baseline = false;
-	struct cp_task_syscall sc;
-	if (cp_blocked_read_syscall(r->blocked, bt, &sc) < 0 ||
-	    sc.state == CP_TASK_RUNNING) {
-		bt->settling = false;
+	case CP_BLOCKED_STOP:
 		return false;
-	}
-	if (bt->settling && bt->stack != UINT32_MAX && sc.sp == bt->sp &&
-	    sc.pc == bt->pc) {
-		/* Back in the wait our stop found it in (restarted): the run
-		 * we caused is over, the stack is the stop's.  */
-		bt->settling = false;
-		bt->baseline = stat;
-		bt->has_baseline = has_stat;
-		r->stats->samples_unchanged++;
-		if (record_stack(r, th->tid, t_ns, bt->stack) < 0)
-			r->error = -CP_E_NOMEM;
+	default:
+		r->error = look;
 		return true;
 	}
-	bt->settling = false;
-	/* A thread in a group-stop (SIGSTOP) is in no wait of its own: it
-	 * is stopped as before, once, and repeated from then on.  */
-	if (th->group_stopped)
-		return false;
-	return read_unstopped(r, bt, &sc, has_stat ? &stat : NULL, t_ns);
 }
 
 /* Unwind a thread read without a stop and record it; if unwinding
@@ -495,10 +406,11 @@ static bool sample_without_stop(struct run *r, const struct cp_thread *th,
  * record the frames found, ended by "[truncated]".  */
 static int unwind_unstopped(struct run *r, struct unstopped *u)
 {
-	pid_t tid = u->snap.tid;
-	cp_target_learn_stack(r->target, tid, u->snap.regs.rsp);
-	struct cp_unwind_partial partial = {.known = u->known};
-	size_t npcs = cp_unwinder_unwind_partial(r->unwinder, &u->snap,
+	struct cp_blocked_read *read = &u->read;
+	pid_t tid = read->snap.tid;
+	cp_target_learn_stack(r->target, tid, read->snap.regs.rsp);
+	struct cp_unwind_partial partial = {.known = read->known};
+	size_t npcs = cp_unwinder_unwind_partial(r->unwinder, &read->snap,
 						 &partial, r->pcs,
 						 r->o->max_depth);
 	if (npcs == 0) {
@@ -511,13 +423,9 @@ static int unwind_unstopped(struct run *r, struct unstopped *u)
 		/* The thread may have moved since it was read: stop it only
 		 * if its counters say it is still in that wait (the window
 		 * left is the one between this pread and the interrupt).  */
-		struct cp_task_schedstat now;
-		bool unmoved = bt && u->has_stat &&
-			       cp_blocked_read_schedstat(r->blocked, bt,
-							 &now) == 0 &&
-			       cp_blocked_same_schedstat(&now, &u->stat);
-		if (unmoved && cp_waits_stop_is_harmless(
-				       cp_target_pid(r->target), &u->syscall)) {
+		if (bt && cp_blocked_unmoved(r->blocked, bt, read) &&
+		    cp_waits_stop_is_harmless(cp_target_pid(r->target),
+					      &read->syscall)) {
 			/* The stop's sample stands for this tick too.  */
 			owe_tick(r, tid);
 			r->stats->blocked_stops++;
@@ -534,12 +442,8 @@ static int unwind_unstopped(struct run *r, struct unstopped *u)
 		name_thread(r, tid);
 	uint32_t stack;
 	int rc = record(r, tid, u->t_ns, npcs, outer, &stack);
-	if (rc == 0 && bt) {
-		bt->stack = stack;
-		bt->baseline = u->stat;
-		bt->has_baseline = u->has_stat;
-		bt->settling = false;
-	}
+	if (rc == 0 && bt)
+		cp_blocked_read_done(bt, stack, read);
 	return rc;
 }
 
@@ -805,7 +709,7 @@ out_free:
 		free(r.snaps[i].stack);
 	free(r.snaps);
 	for (size_t i = 0; i < r.unstopped_cap; i++)
-		free(r.unstopped[i].snap.stack);
+		cp_blocked_read_free(&r.unstopped[i].read);
 	free(r.unstopped);
 	cp_blocked_free(r.blocked);
 	free(r.pcs);

@@ -427,9 +427,11 @@ END_TEST
 
 /* ---------------------------------------------------- partial unwinds */
 
-/* A full snapshot of thread NAME of FIXTURE, taken in a stop (the thread
- * is resumed before this returns), and its unwind.  */
+/* A full snapshot of thread NAME of FIXTURE, taken in a stop, and its
+ * unwind.  The thread stays held (its stack does not change under the
+ * unwinds that read it live) until the caller resumes it.  */
 struct full_unwind {
+	pid_t tid;
 	struct cp_snapshot snap;
 	uint64_t pcs[64];
 	size_t n;
@@ -439,14 +441,13 @@ static void snapshot_thread(struct cp_target *target,
 			    struct cp_unwinder *unwinder, pid_t pid,
 			    const char *name, struct full_unwind *full)
 {
-	pid_t tid = tu_find_task(pid, name);
-	ck_assert_msg(tid > 0, "no thread \"%s\" in %d", name, (int)pid);
-	ck_assert_int_eq(cp_target_stop(target, tid), 0);
+	full->tid = tu_find_task(pid, name);
+	ck_assert_msg(full->tid > 0, "no thread \"%s\" in %d", name,
+		      (int)pid);
+	ck_assert_int_eq(cp_target_stop(target, full->tid), 0);
 	memset(&full->snap, 0, sizeof(full->snap));
-	int rc = cp_target_snapshot(target, tid, &full->snap);
-	cp_target_resume(target, tid);
+	int rc = cp_target_snapshot(target, full->tid, &full->snap);
 	ck_assert_msg(rc == 0, "snapshot: %s", cp_strerror(rc));
-	cp_target_learn_stack(target, tid, full->snap.regs.rsp);
 	full->n = cp_unwinder_unwind(unwinder, &full->snap, full->pcs, 64);
 	ck_assert_uint_ge(full->n, 4);
 }
@@ -499,7 +500,8 @@ START_TEST(test_partial_unwind)
 		keep_pc_and_sp(&partial_snap);
 		uint64_t pcs[64];
 
-		/* Nothing to search for rbp first: does it need it?  */
+		/* Nothing to search for rbp first (the unwinder reads the
+		 * held thread's stack live): does it need it?  */
 		partial_snap.stack_len = 0;
 		struct cp_unwind_partial partial = { .known = pc_and_sp };
 		size_t n = cp_unwinder_unwind_partial(unwinder, &partial_snap,
@@ -515,7 +517,9 @@ START_TEST(test_partial_unwind)
 			ck_assert_uint_ge(n, 2);
 			ck_assert_uint_lt(n, full.n);
 		} else {
-			ck_assert_uint_eq(n, full.n);
+			ck_assert_msg(n == full.n, "%s %s: %zu frames, %zu from "
+				      "full registers", name, thread, n,
+				      full.n);
 		}
 		for (size_t i = 0; i < n; i++)
 			ck_assert_msg(pcs[i] == full.pcs[i], "%s %s: frame %zu "
@@ -539,6 +543,7 @@ START_TEST(test_partial_unwind)
 				      "registers", name, thread, i, pcs[i],
 				      full.pcs[i]);
 		scanned += partial.rbp_scanned;
+		cp_target_resume(target, full.tid);
 		free(full.snap.stack);
 	}
 	if (frame_pointers)
