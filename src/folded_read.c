@@ -288,23 +288,23 @@ int cp_read_folded(FILE *stream, const char *name, struct cp_profile **out,
 		r.line_no++;
 		if (len > 0 && text[len - 1] == '\n')
 			len--;
-		if (r.line_no == 1) {
-			/* A pprof profile or a compressed file given by
-			 * mistake: say what it is rather than "line 1".  */
-			if (len >= 2 && (unsigned char)text[0] == 0x1f &&
-			    (unsigned char)text[1] == 0x8b) {
-				say(&r, "%s: gzip-compressed data (a pprof profile?), not folded stacks text",
-				    r.name);
-				rc = -CP_E_PARSE;
-				goto fail;
-			}
-			if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
-				text += 3;
-				len -= 3;
-			}
+		if (r.line_no == 1 && len >= 3 &&
+		    memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+			text += 3;
+			len -= 3;
 		}
 		rc = read_line(&r, text, (size_t)len);
 		if (rc < 0) {
+			/* A pprof profile or a compressed file given by
+			 * mistake: say what it is rather than "line 1".  Only
+			 * when the line is not folded text: a first frame may
+			 * begin with these bytes too (cp_write_folded writes
+			 * any name).  */
+			if (rc == -CP_E_PARSE && r.line_no == 1 &&
+			    (unsigned char)line[0] == 0x1f &&
+			    (unsigned char)line[1] == 0x8b)
+				say(&r, "%s: gzip-compressed data (a pprof profile?), not folded stacks text",
+				    r.name);
 			if (rc == -CP_E_NOMEM)
 				say(&r, "%s:%lu: out of memory", r.name,
 				    r.line_no);
