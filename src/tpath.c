@@ -287,7 +287,8 @@ int cp_tpath_open_mapped(pid_t pid, uint64_t start, uint64_t end,
 bool cp_tpath_debuglink_ok(const char *name)
 {
 	size_t len = strlen(name);
-	if (len == 0 || len > NAME_MAX || strstr(name, ".."))
+	if (len == 0 || len > NAME_MAX || strcmp(name, ".") == 0 ||
+	    strstr(name, ".."))
 		return false;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)name[i];

@@ -93,7 +93,7 @@ int cp_tpath_open_mapped(pid_t pid, uint64_t start, uint64_t end,
 
 /* Is NAME, a .gnu_debuglink name read from a file the target controls,
  * safe to look up in a directory?  A file name, not a path: not empty, at
- * most NAME_MAX bytes, no '/', no "..", no control character.  */
+ * most NAME_MAX bytes, not ".", no '/', no "..", no control character.  */
 bool cp_tpath_debuglink_ok(const char *name);
 
 #endif
