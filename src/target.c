@@ -25,6 +25,7 @@
 
 #include "cprof/error.h"
 #include "cprof/procfs.h"
+#include "waits.h"
 
 /* How long we poll for an interrupted thread's stop before we sleep.  */
 #define SPIN_WAIT_US 200
@@ -164,8 +165,20 @@ static bool is_stop_signal(int sig)
 
 /* While detaching, a thread in any ptrace-stop is let go at once,
  * carrying the signal it stopped with, if any.  */
+/* The stop a detach or a hold-all needs breaks the waits the kernel does
+ * not restart (epoll_wait, sigtimedwait, a socket with a timeout): mend
+ * the call's EINTR into a restart before letting the thread go.  */
+static void mend_wait(pid_t tid)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &regs) == 0 &&
+	    cp_waits_undo_eintr(&regs))
+		ptrace(PTRACE_SETREGS, tid, 0, &regs);
+}
+
 static void detach_now(struct cp_target *t, struct cp_thread *th, int sig)
 {
+	mend_wait(th->tid);
 	ptrace(PTRACE_DETACH, th->tid, 0, (void *)(long)sig);
 	if (t->nreleased == t->released_cap) {
 		size_t cap = t->released_cap ? 2 * t->released_cap : 16;
@@ -444,6 +457,16 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 		if (t->detaching) {
 			detach_now(t, th, 0);
 			return EV_GONE;
+		}
+		if (th->interrupting) {
+			/* The execve may swallow the PTRACE_INTERRUPT we sent
+			 * (its stop never came, and the thread was never
+			 * sampled again): this stop is the one we asked for.
+			 * Should the interrupt's own stop still come, it is
+			 * resumed like any stop we did not ask for.  */
+			th->interrupting = false;
+			th->stopped = true;
+			return EV_OURS;
 		}
 		resume(th);
 		return EV_HANDLED;
@@ -940,10 +963,11 @@ static void interrupt_all(struct cp_target *t)
  * - The thread group leader, once it has exited while other threads run
  *   on, is a zombie whose exit is reported only after the last thread's:
  *   no stop will come from it (a PTRACE_INTERRUPT of it even succeeds).
- * - A thread that no longer exists without having reported its end: a
- *   thread other than the leader that called execve took the leader's
- *   TID (normally learned from the exec event), or it was reaped by a
- *   wait that was not ours.
+ * - A thread that no longer exists, or is no tracee of ours any more,
+ *   without having reported its end: a thread other than the leader that
+ *   called execve took the leader's TID (normally learned from the exec
+ *   event; not when that thread was detached already), or it was reaped
+ *   by a wait that was not ours.
  * A non-leader zombie needs nothing: its exit report is pending.  */
 static void check_stuck(struct cp_target *t)
 {
@@ -957,6 +981,15 @@ static void check_stuck(struct cp_target *t)
 		}
 		if (syscall(SYS_tgkill, th->vfork_child ? th->tid : t->pid,
 			    th->tid, 0) < 0 && errno == ESRCH) {
+			remove_thread(t, th);
+			continue;
+		}
+		/* Asking again is harmless, and ESRCH says it is no tracee
+		 * of ours any more: an old leader released by another
+		 * thread's execve (that thread, untraced, now has its TID)
+		 * vanishes without a report.  */
+		if (ptrace(PTRACE_INTERRUPT, th->tid, 0, 0) < 0 &&
+		    errno == ESRCH) {
 			remove_thread(t, th);
 			continue;
 		}
@@ -1282,8 +1315,10 @@ void cp_target_release_all(struct cp_target *t)
 {
 	t->holding = false;
 	for (size_t i = 0; i < t->nthreads; i++)
-		if (t->threads[i].stopped)
+		if (t->threads[i].stopped) {
+			mend_wait(t->threads[i].tid);
 			resume(&t->threads[i]);
+		}
 }
 
 bool cp_target_trap_pending(struct cp_target *t, pid_t tid)

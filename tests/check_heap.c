@@ -997,84 +997,13 @@ END_TEST
 
 /* ----------------------------------------------- interruption safety */
 
-/* Compare every executable file-backed mapping of PID with its file
- * (through /proc/PID/root): after cprof-attach left, not one byte of a
- * breakpoint may remain.  Fails the test at the first difference.  */
+/* After cprof-attach left, not one byte of a breakpoint may remain.  */
 static void expect_code_restored(pid_t pid, unsigned round)
 {
-	char path[PATH_MAX];
-	char line[PATH_MAX + 128];
-	FILE *maps;
-	int mem;
-	unsigned compared = 0;
+	char why[PATH_MAX + 256];
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	maps = fopen(path, "re");
-	CHECK(maps != NULL, "cannot read %s: %s", path, strerror(errno));
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	mem = open(path, O_RDONLY | O_CLOEXEC);
-	CHECK(mem >= 0, "cannot open %s: %s", path, strerror(errno));
-	while (fgets(line, sizeof(line), maps) != NULL) {
-		unsigned long long start, end, offset;
-		char perms[8];
-		int name_at = 0;
-		char *name;
-		char file_path[PATH_MAX + 64];
-		int file;
-
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end,
-			   perms, &offset, &name_at) < 4 || name_at == 0)
-			continue;
-		name = line + name_at;
-		name[strcspn(name, "\n")] = '\0';
-		if (strcmp(perms, "r-xp") != 0 || name[0] != '/')
-			continue;
-		snprintf(file_path, sizeof(file_path), "/proc/%d/root%s",
-			 (int)pid, name);
-		file = open(file_path, O_RDONLY | O_CLOEXEC);
-		CHECK(file >= 0, "round %u: cannot open %s: %s", round,
-		      file_path, strerror(errno));
-		for (unsigned long long at = 0; at < end - start;) {
-			unsigned char in_memory[65536], in_file[65536];
-			size_t want = end - start - at < sizeof(in_file)
-					      ? (size_t)(end - start - at)
-					      : sizeof(in_file);
-			ssize_t from_file = pread(file, in_file, want,
-						  (off_t)(offset + at));
-			ssize_t from_memory;
-
-			/* The mapping's last page goes past the end of the
-			 * file: only the file's bytes are compared.  */
-			if (from_file <= 0)
-				break;
-			from_memory = pread(mem, in_memory, (size_t)from_file,
-					    (off_t)(start + at));
-			CHECK(from_memory == from_file,
-			      "round %u: cannot read %zd bytes at %#llx of "
-			      "process %d: %s", round, from_file, start + at,
-			      (int)pid, strerror(errno));
-			if (memcmp(in_memory, in_file, (size_t)from_file)
-			    != 0) {
-				size_t k = 0;
-
-				while (in_memory[k] == in_file[k])
-					k++;
-				CHECK(false, "round %u: process %d's code at "
-				      "%#llx (%s + %#llx) is %#04x, the file "
-				      "has %#04x: a breakpoint was left in",
-				      round, (int)pid, start + at + k, name,
-				      offset + at + k, in_memory[k],
-				      in_file[k]);
-			}
-			at += (unsigned long long)from_file;
-		}
-		close(file);
-		compared++;
-	}
-	fclose(maps);
-	close(mem);
-	CHECK(compared >= 2, "round %u: only %u executable mappings compared",
-	      round, compared);
+	CHECK(tu_code_matches_files(pid, why, sizeof(why)), "round %u: %s",
+	      round, why);
 }
 
 /* xorshift32 with a fixed seed: the same "random" moments every run.  */

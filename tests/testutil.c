@@ -407,6 +407,21 @@ static char *slurp(FILE *file)
 	return text;
 }
 
+/* Signals the next cprof-attach started gets with SIG_IGN, as a shell
+ * script's background job gets SIGINT (0-terminated; NULL: none).  */
+static const int *ignored_in_child;
+
+struct tu_run *tu_cprof_startv_ignoring(const char *const args[],
+					const int ignored[])
+{
+	struct tu_run *run;
+
+	ignored_in_child = ignored;
+	run = tu_cprof_startv(args);
+	ignored_in_child = NULL;
+	return run;
+}
+
 struct tu_run *tu_cprof_startv(const char *const args[])
 {
 	const char **argv;
@@ -438,6 +453,8 @@ struct tu_run *tu_cprof_startv(const char *const args[])
 	}
 	if (run->pid == 0) {
 		prepare_child(parent);
+		for (size_t i = 0; ignored_in_child && ignored_in_child[i]; i++)
+			signal(ignored_in_child[i], SIG_IGN);
 		dup2(fileno(run->out_file), STDOUT_FILENO);
 		dup2(fileno(run->err_file), STDERR_FILENO);
 		execv(argv[0], (char *const *)argv);
@@ -1554,4 +1571,101 @@ bool tu_run_wait_stderr(struct tu_run *run, const char *text, int timeout_ms)
 			return false;
 		poll(NULL, 0, 1);
 	}
+}
+
+bool tu_code_matches_files(pid_t pid, char *why, size_t why_size)
+{
+	char path[PATH_MAX];
+	char line[PATH_MAX + 128];
+	FILE *maps;
+	int mem;
+	unsigned compared = 0;
+	bool same = true;
+
+	why[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	maps = fopen(path, "re");
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	mem = open(path, O_RDONLY | O_CLOEXEC);
+	if (maps == NULL || mem < 0) {
+		snprintf(why, why_size, "cannot read the memory of process "
+			 "%d: %s", (int)pid, strerror(errno));
+		if (maps != NULL)
+			fclose(maps);
+		if (mem >= 0)
+			close(mem);
+		return false;
+	}
+	while (same && fgets(line, sizeof(line), maps) != NULL) {
+		unsigned long long start, end, offset;
+		char perms[8];
+		int name_at = 0;
+		char *name;
+		char file_path[PATH_MAX + 64];
+		int file;
+
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end,
+			   perms, &offset, &name_at) < 4 || name_at == 0)
+			continue;
+		name = line + name_at;
+		name[strcspn(name, "\n")] = '\0';
+		if (strcmp(perms, "r-xp") != 0 || name[0] != '/')
+			continue;
+		snprintf(file_path, sizeof(file_path), "/proc/%d/root%s",
+			 (int)pid, name);
+		file = open(file_path, O_RDONLY | O_CLOEXEC);
+		if (file < 0) {
+			snprintf(why, why_size, "cannot open %s: %s",
+				 file_path, strerror(errno));
+			same = false;
+			break;
+		}
+		for (unsigned long long at = 0; same && at < end - start;) {
+			static unsigned char in_memory[65536], in_file[65536];
+			size_t want = end - start - at < sizeof(in_file)
+					      ? (size_t)(end - start - at)
+					      : sizeof(in_file);
+			ssize_t from_file = pread(file, in_file, want,
+						  (off_t)(offset + at));
+			ssize_t from_memory;
+
+			/* The mapping's last page goes past the end of the
+			 * file: only the file's bytes are compared.  */
+			if (from_file <= 0)
+				break;
+			from_memory = pread(mem, in_memory, (size_t)from_file,
+					    (off_t)(start + at));
+			if (from_memory != from_file) {
+				snprintf(why, why_size, "cannot read %zd bytes "
+					 "at %#llx of process %d: %s",
+					 from_file, start + at, (int)pid,
+					 strerror(errno));
+				same = false;
+			} else if (memcmp(in_memory, in_file,
+					  (size_t)from_file) != 0) {
+				size_t k = 0;
+
+				while (in_memory[k] == in_file[k])
+					k++;
+				snprintf(why, why_size, "process %d's code at "
+					 "%#llx (%s + %#llx) is %#04x, the "
+					 "file has %#04x: a breakpoint was "
+					 "left in", (int)pid, start + at + k,
+					 name, offset + at + k, in_memory[k],
+					 in_file[k]);
+				same = false;
+			}
+			at += (unsigned long long)from_file;
+		}
+		close(file);
+		compared++;
+	}
+	fclose(maps);
+	close(mem);
+	if (same && compared < 2) {
+		snprintf(why, why_size, "only %u executable mappings of "
+			 "process %d compared", compared, (int)pid);
+		same = false;
+	}
+	return same;
 }

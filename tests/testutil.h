@@ -91,6 +91,12 @@ struct tu_run *tu_cprof_start(const char *arg, ...) __attribute__((sentinel));
 /* The same with an argument array ending in NULL.  */
 struct tu_run *tu_cprof_startv(const char *const args[]);
 
+/* tu_cprof_startv, with the signals in IGNORED (0-terminated) ignored
+ * (SIG_IGN) in cprof-attach from its start, as a shell script's
+ * background job has SIGINT ignored.  */
+struct tu_run *tu_cprof_startv_ignoring(const char *const args[],
+					const int ignored[]);
+
 /* Wait up to TIMEOUT_MS for RUN to exit; on timeout kill it with SIGKILL
  * and set RUN->timed_out.  Either way RUN is reaped and its output read.
  * Returns RUN->finished && !RUN->timed_out.  */
@@ -299,5 +305,12 @@ bool tu_proc_wait_line_prefix(struct tu_proc *proc, const char *prefix,
  * reaped: tu_run_wait still collects it.  True when the line appeared;
  * false on timeout or when RUN exited without writing it.  */
 bool tu_run_wait_stderr(struct tu_run *run, const char *text, int timeout_ms);
+
+/* Compare every executable file-backed mapping of PID (r-xp) with its
+ * file, read through /proc/PID/root: after a tracer that wrote
+ * breakpoints left, not one byte of them may remain.  False at the first
+ * difference (or when fewer than two mappings could be compared), with
+ * the reason in WHY (WHY_SIZE bytes).  */
+bool tu_code_matches_files(pid_t pid, char *why, size_t why_size);
 
 #endif

@@ -1180,6 +1180,11 @@ int main(int argc, char **argv)
 		/* Keep what was collected.  */
 	}
 	if (stats.samples == 0 && exited) {
+		if (o.verbose)
+			message("%.3f s, %" PRIu64 " ticks, %" PRIu64
+				" snapshots that could not be unwound",
+				stats.elapsed, stats.ticks_scheduled,
+				stats.unwind_errors);
 		if (o.ntids)
 			message("the selected thread%s of process %d exited before any sample was taken",
 				o.ntids > 1 ? "s" : "", (int)pid);
