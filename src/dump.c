@@ -9,6 +9,7 @@
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "syscalls.h"
+#include "waits.h"
 
 const char *cp_syscall_name(long nr)
 {
@@ -95,8 +96,15 @@ int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
 			break;
 		}
 	}
-	for (size_t i = 0; i < count; i++)
+	for (size_t i = 0; i < count; i++) {
+		/* Our stop broke a wait the kernel does not restart
+		 * (epoll_wait, sigtimedwait, ...): make it a restart.  */
+		struct user_regs_struct regs = snaps[i].regs;
+		if (snaps[i].tid == dump->threads[i].tid &&
+		    cp_waits_undo_eintr(&regs))
+			cp_target_set_regs(target, snaps[i].tid, &regs);
 		cp_target_resume(target, dump->threads[i].tid);
+	}
 	(void)copied;
 	for (size_t i = 0; i < count; i++) {
 		struct cp_dump_thread *t = &dump->threads[i];

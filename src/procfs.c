@@ -399,31 +399,118 @@ const char *cp_task_state_name(char state)
 	}
 }
 
-/* A numeric field ("\nTracerPid:") of /proc/PID/status, -1 if absent. */
-static long status_field(pid_t pid, const char *field)
+/* The number at P (before END), decimal or, with BASE 16, hex; false
+ * when there is none or it overflows.  */
+static bool parse_number(const char **p, const char *end, int base,
+			 uint64_t *value)
+{
+	const char *q = *p;
+	uint64_t v = 0;
+	bool any = false;
+	while (q < end && (*q == ' ' || *q == '\t'))
+		q++;
+	for (; q < end; q++) {
+		int digit;
+		if (*q >= '0' && *q <= '9')
+			digit = *q - '0';
+		else if (base == 16 && *q >= 'a' && *q <= 'f')
+			digit = *q - 'a' + 10;
+		else if (base == 16 && *q >= 'A' && *q <= 'F')
+			digit = *q - 'A' + 10;
+		else
+			break;
+		if (v > (UINT64_MAX - (uint64_t)digit) / (uint64_t)base)
+			return false;
+		v = v * (uint64_t)base + (uint64_t)digit;
+		any = true;
+	}
+	*p = q;
+	*value = v;
+	return any;
+}
+
+/* Up to 4 decimal numbers of a line ("Uid:\t0\t0\t0\t0") into OUT.  */
+static void parse_ids(const char *p, const char *end, long out[4])
+{
+	for (int i = 0; i < 4; i++) {
+		uint64_t v;
+		if (!parse_number(&p, end, 10, &v) || v > INT32_MAX * 2ull + 1)
+			break;
+		out[i] = (long)v;
+	}
+}
+
+int cp_task_status_parse(const char *text, size_t len,
+			 struct cp_task_status *out)
+{
+	*out = (struct cp_task_status){.tgid = -1, .tracer_pid = -1,
+				       .uid = {-1, -1, -1, -1},
+				       .gid = {-1, -1, -1, -1}};
+	bool found = false;
+	const char *end = text + len;
+	for (const char *line = text; line < end;) {
+		const char *eol = memchr(line, '\n', (size_t)(end - line));
+		if (!eol)
+			eol = end;
+		const char *colon = memchr(line, ':', (size_t)(eol - line));
+		if (colon) {
+			size_t key = (size_t)(colon - line);
+			const char *p = colon + 1;
+			uint64_t v;
+			if (key == 4 && memcmp(line, "Tgid", 4) == 0 &&
+			    parse_number(&p, eol, 10, &v) && v <= INT32_MAX) {
+				out->tgid = (pid_t)v;
+				found = true;
+			} else if (key == 9 && memcmp(line, "TracerPid", 9) == 0 &&
+				   parse_number(&p, eol, 10, &v) &&
+				   v <= INT32_MAX) {
+				out->tracer_pid = (pid_t)v;
+				found = true;
+			} else if (key == 3 && memcmp(line, "Uid", 3) == 0) {
+				parse_ids(p, eol, out->uid);
+				found = true;
+			} else if (key == 3 && memcmp(line, "Gid", 3) == 0) {
+				parse_ids(p, eol, out->gid);
+				found = true;
+			} else if (key == 6 && memcmp(line, "SigPnd", 6) == 0 &&
+				   parse_number(&p, eol, 16, &v)) {
+				out->sig_pending = v;
+				out->have_sig_pending = true;
+				found = true;
+			}
+		}
+		line = eol + 1;
+	}
+	return found ? 0 : -CP_E_PARSE;
+}
+
+int cp_task_status_read(pid_t pid, pid_t tid, struct cp_task_status *out)
 {
 	char path[64];
 	char *text;
 	size_t len;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (tid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status",
+			 (int)pid, (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if (cp_procfs_slurp(path, &text, &len) < 0)
-		return -1;
-	long value = -1;
-	const char *line = strstr(text, field);
-	if (line)
-		value = strtol(line + strlen(field), NULL, 10);
+		return -CP_E_NOPROC;
+	int rc = cp_task_status_parse(text, len, out);
 	free(text);
-	return value;
+	return rc;
 }
 
 pid_t cp_procfs_tracer_pid(pid_t pid)
 {
-	return (pid_t)status_field(pid, "\nTracerPid:");
+	struct cp_task_status st;
+	return cp_task_status_read(pid, 0, &st) == 0 ? st.tracer_pid : -1;
 }
 
 pid_t cp_procfs_tgid(pid_t tid)
 {
-	return (pid_t)status_field(tid, "\nTgid:");
+	struct cp_task_status st;
+	return cp_task_status_read(tid, 0, &st) == 0 ? st.tgid : -1;
 }
 
 void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size)

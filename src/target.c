@@ -554,6 +554,14 @@ static int seize(struct cp_target *t, pid_t tid)
 		 * we have not collected yet.  */
 		if (cp_procfs_tracer_pid(tid) == getpid())
 			return 0;
+		/* A thread that is exiting cannot be seized either
+		 * (exit_state is set): in a program whose threads come and
+		 * go, that is a thread gone, not a permission problem.  */
+		struct cp_task_stat st;
+		if (tid != t->pid &&
+		    (cp_task_stat_read(t->pid, tid, &st) < 0 ||
+		     st.state == 'Z' || st.state == 'X'))
+			return -CP_E_GONE;
 		errno = EPERM;
 		return -CP_E_PERM;
 	}
@@ -1323,24 +1331,11 @@ void cp_target_release_all(struct cp_target *t)
 
 bool cp_target_trap_pending(struct cp_target *t, pid_t tid)
 {
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)t->pid,
-		 (int)tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	bool pending = false;
-	while (fgets(line, sizeof(line), f)) {
-		/* SigPnd: signals queued for this thread; an int3's SIGTRAP
-		 * is always thread-directed.  */
-		if (strncmp(line, "SigPnd:", 7) == 0) {
-			unsigned long long mask = strtoull(line + 7, NULL, 16);
-			pending = mask & (1ULL << (SIGTRAP - 1));
-			break;
-		}
-	}
-	fclose(f);
-	return pending;
+	/* SigPnd: signals queued for this thread; an int3's SIGTRAP is
+	 * always thread-directed.  */
+	struct cp_task_status st;
+	return cp_task_status_read(t->pid, tid, &st) == 0 &&
+	       (st.sig_pending & (1ULL << (SIGTRAP - 1)));
 }
 
 int cp_target_deliver_pending(struct cp_target *t, pid_t tid)

@@ -424,6 +424,76 @@ END_TEST
 
 /* ------------------------------------------------------------ misc */
 
+/* A status file as the kernel writes it (trimmed), with a Name: line the
+ * target chose to look like other fields.  */
+static const char status_text[] =
+	"Name:\tTgid:\t1\n"
+	"Umask:\t0022\n"
+	"State:\tS (sleeping)\n"
+	"Tgid:\t4242\n"
+	"Ngid:\t0\n"
+	"Pid:\t4243\n"
+	"PPid:\t1\n"
+	"TracerPid:\t777\n"
+	"Uid:\t1000\t1001\t1002\t1003\n"
+	"Gid:\t65534\t65534\t65534\t65534\n"
+	"SigQ:\t0/31536\n"
+	"SigPnd:\t0000000000000010\n"
+	"ShdPnd:\t0000000000000000\n";
+
+START_TEST(status_parse)
+{
+	struct cp_task_status st;
+	ck_assert_int_eq(cp_task_status_parse(status_text,
+					      sizeof(status_text) - 1, &st), 0);
+	ck_assert_int_eq(st.tgid, 4242);
+	ck_assert_int_eq(st.tracer_pid, 777);
+	ck_assert_int_eq(st.uid[0], 1000);
+	ck_assert_int_eq(st.uid[1], 1001);
+	ck_assert_int_eq(st.uid[3], 1003);
+	ck_assert_int_eq(st.gid[2], 65534);
+	ck_assert(st.have_sig_pending);
+	/* SIGTRAP (5) is bit 4.  */
+	ck_assert_uint_eq(st.sig_pending, 1u << (5 - 1));
+}
+END_TEST
+
+START_TEST(status_partial_and_malformed)
+{
+	struct cp_task_status st;
+	static const char only_tracer[] = "TracerPid:\t0\nGarbage";
+	ck_assert_int_eq(cp_task_status_parse(only_tracer,
+					      sizeof(only_tracer) - 1, &st), 0);
+	ck_assert_int_eq(st.tracer_pid, 0);
+	ck_assert_int_eq(st.tgid, -1);
+	ck_assert_int_eq(st.uid[0], -1);
+	ck_assert(!st.have_sig_pending);
+	static const char nothing[] = "Name:\tx\nTgid:\tnot a number\n"
+				      "TracerPid:\t99999999999999999999\n";
+	ck_assert_int_eq(cp_task_status_parse(nothing, sizeof(nothing) - 1,
+					      &st), -CP_E_PARSE);
+	ck_assert_int_eq(st.tgid, -1);
+	ck_assert_int_eq(st.tracer_pid, -1);
+	ck_assert_int_eq(cp_task_status_parse("", 0, &st), -CP_E_PARSE);
+	/* Only LEN bytes are read: "Tgid:\t12" cut after the 1.  */
+	ck_assert_int_eq(cp_task_status_parse("Tgid:\t12", 7, &st), 0);
+	ck_assert_int_eq(st.tgid, 1);
+}
+END_TEST
+
+START_TEST(status_read_self)
+{
+	struct cp_task_status st;
+	ck_assert_int_eq(cp_task_status_read(getpid(), 0, &st), 0);
+	ck_assert_int_eq(st.tgid, getpid());
+	ck_assert_int_eq(st.tracer_pid, 0);
+	ck_assert_int_eq(st.uid[1], (long)geteuid());
+	ck_assert(st.have_sig_pending);
+	ck_assert_int_eq(cp_task_status_read(dead_pid(), 0, &st),
+			 -CP_E_NOPROC);
+}
+END_TEST
+
 START_TEST(tracer_pid)
 {
 	ck_assert_int_eq(cp_procfs_tracer_pid(getpid()), 0);
@@ -762,6 +832,12 @@ static Suite *procfs_suite(void)
 			    sizeof(malformed_schedstat) /
 				    sizeof(malformed_schedstat[0]));
 	tcase_add_test(tc, schedstat_read_self);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("status");
+	tcase_add_test(tc, status_parse);
+	tcase_add_test(tc, status_partial_and_malformed);
+	tcase_add_test(tc, status_read_self);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("misc");

@@ -106,6 +106,26 @@ const char *cp_task_state_name(char state);
  * Returns 0 and sets *TEXT (caller frees) and *LEN, or -CP_E_SYS.  */
 int cp_procfs_slurp(const char *path, char **text, size_t *len);
 
+/* The fields of /proc/PID/status (or /proc/PID/task/TID/status) that
+ * cprof uses; a field absent from the text keeps its "unknown" value.  */
+struct cp_task_status {
+	pid_t tgid;            /* Tgid: the process id; -1 unknown */
+	pid_t tracer_pid;      /* TracerPid: 0 untraced; -1 unknown */
+	long uid[4], gid[4];   /* real, effective, saved, fs; -1 unknown */
+	uint64_t sig_pending;  /* SigPnd: signals queued for the thread */
+	bool have_sig_pending;
+};
+
+/* Parse the text of a status file (TEXT, LEN bytes, not necessarily
+ * NUL-terminated; the target chooses its Name: line, so anything may be
+ * there).  Returns 0 or -CP_E_PARSE when no field at all was found.  */
+int cp_task_status_parse(const char *text, size_t len,
+			 struct cp_task_status *out);
+
+/* Read and parse /proc/PID/task/TID/status (TID 0: /proc/PID/status).
+ * Returns 0, -CP_E_NOPROC or -CP_E_PARSE.  */
+int cp_task_status_read(pid_t pid, pid_t tid, struct cp_task_status *out);
+
 /* The TracerPid of PID from /proc/PID/status: 0 when not traced, -1 when
  * unknown.  */
 pid_t cp_procfs_tracer_pid(pid_t pid);
