@@ -208,7 +208,7 @@ static const char *check_expression(const uint8_t *data, size_t start,
 {
 	struct rd r = {data, start, end};
 	while (r.pos < r.end) {
-		uint8_t op;
+		uint8_t op = 0;
 		uint64_t u;
 		int64_t s;
 		uint16_t u16;
@@ -291,7 +291,7 @@ static const char *check_cfi(const uint8_t *data, size_t start, size_t end,
 {
 	struct rd r = {data, start, end};
 	while (r.pos < r.end) {
-		uint8_t op, u8;
+		uint8_t op = 0, u8;
 		uint16_t u16;
 		uint32_t u32;
 		uint64_t u, loc;
@@ -578,7 +578,7 @@ static bool walk_records(const struct cp_ehframe_input *in,
 	while (in->size - pos >= 4) {
 		struct rd r = {in->data, pos, in->size};
 		struct record rec = {.off = pos};
-		uint32_t len32;
+		uint32_t len32 = 0;
 		uint64_t len;
 		rd_u32(&r, &len32);
 		if (len32 == 0) {
@@ -677,6 +677,7 @@ struct fde_info {
 	uint64_t pc_start, pc_end;
 	size_t instr;           /* first instruction */
 	struct cie *cie;
+	const struct record *rec;
 };
 
 /* Check the FDE REC of IN.  Returns NULL (and fills F) or the problem.  */
@@ -750,6 +751,7 @@ static const char *check_fde(const struct cp_ehframe_input *in,
 	f->pc_end = start + range;
 	f->instr = instr;
 	f->cie = c;
+	f->rec = rec;
 	return NULL;
 }
 
@@ -846,12 +848,12 @@ static size_t put_fde(const struct cp_ehframe_input *in,
 
 static int by_pc(const void *a, const void *b)
 {
-	const struct cp_ehframe_fde *x = a, *y = b;
+	const struct fde_info *x = a, *y = b;
 	if (x->pc_start != y->pc_start)
 		return x->pc_start < y->pc_start ? -1 : 1;
 	/* Equal starts: the record first in the section first, so the
 	 * choice between them does not depend on qsort.  */
-	return x->fde_addr < y->fde_addr ? -1 : x->fde_addr > y->fde_addr;
+	return x->rec->off < y->rec->off ? -1 : x->rec->off > y->rec->off;
 }
 
 int cp_ehframe_table_build(const struct cp_ehframe_input *in,
@@ -912,35 +914,36 @@ int cp_ehframe_table_build(const struct cp_ehframe_input *in,
 		if (is_cie(in, &recs[i]))
 			continue;
 		st->fdes++;
-		struct fde_info *f = &infos[nfdes];
-		const char *why = check_fde(in, &recs[i], cies, ncies, f);
+		const char *why = check_fde(in, &recs[i], cies, ncies,
+					    &infos[nfdes]);
 		if (why) {
 			note(st, why, recs[i].off);
 			st->rejected++;
 			continue;
 		}
-		size_t at = debug ? put_fde(in, &recs[i], f, t->image,
-					    &image_size)
-				  : recs[i].off;
-		t->fdes[nfdes].pc_start = f->pc_start;
-		t->fdes[nfdes].pc_end = f->pc_end;
-		t->fdes[nfdes].fde_addr = t->image_addr + at;
 		nfdes++;
 	}
-	t->image_size = image_size;
 	/* Sorted, and no two overlapping: of two that overlap the first
-	 * is kept (libunwind's own search would find only one too).  */
-	qsort(t->fdes, nfdes, sizeof(*t->fdes), by_pc);
+	 * is kept (libunwind's own search would find only one too).  Only
+	 * the kept ones go into a rewritten image.  */
+	qsort(infos, nfdes, sizeof(*infos), by_pc);
 	size_t kept = 0;
 	for (size_t i = 0; i < nfdes; i++) {
-		if (kept > 0 && t->fdes[i].pc_start < t->fdes[kept - 1].pc_end) {
-			note(st, "FDE overlaps another",
-			     (size_t)(t->fdes[i].fde_addr - t->image_addr));
+		const struct fde_info *f = &infos[i];
+		if (kept > 0 && f->pc_start < t->fdes[kept - 1].pc_end) {
+			note(st, "FDE overlaps another", f->rec->off);
 			st->rejected++;
 			continue;
 		}
-		t->fdes[kept++] = t->fdes[i];
+		size_t at = debug ? put_fde(in, f->rec, f, t->image,
+					    &image_size)
+				  : f->rec->off;
+		t->fdes[kept].pc_start = f->pc_start;
+		t->fdes[kept].pc_end = f->pc_end;
+		t->fdes[kept].fde_addr = t->image_addr + at;
+		kept++;
 	}
+	t->image_size = image_size;
 	t->count = kept;
 	st->kept = kept;
 	free(recs);
@@ -1148,9 +1151,9 @@ int cp_ehframe_elf_section(cp_ehframe_read_fn *read, void *ctx,
 		if (sh[i].sh_name >= strs->sh_size ||
 		    strcmp(names + sh[i].sh_name, name) != 0)
 			continue;
-		if (sh[i].sh_type != SHT_NOBITS &&
-		    (sh[i].sh_offset > file_size ||
-		     sh[i].sh_size > file_size - sh[i].sh_offset))
+		if (sh[i].sh_type == SHT_NOBITS ||
+		    sh[i].sh_offset > file_size ||
+		    sh[i].sh_size > file_size - sh[i].sh_offset)
 			break;
 		out->addr = sh[i].sh_addr;
 		out->offset = sh[i].sh_offset;

@@ -49,6 +49,8 @@ struct sec {
 
 static void put(struct sec *s, const void *p, size_t n)
 {
+	if (n == 0)
+		return;
 	ck_assert_uint_le(s->n + n, sizeof(s->d));
 	memcpy(s->d + s->n, p, n);
 	s->n += n;
@@ -906,9 +908,12 @@ static void profile_finish(struct profiling *p, char **out)
 	 * it would kill it at its next allocation, some microseconds on.  */
 	pid_t pid = p->target->pid;
 	char state = tu_proc_state(pid);
-	ck_assert_msg(state != 0 && state != 'Z' && state != 'X',
-		      "%s, %s mode: the target died (state %c)", p->what, mode,
-		      state ? state : '-');
+	if (state == 0 || state == 'Z' || state == 'X') {
+		tu_proc_wait_exit(p->target, 1000);
+		ck_abort_msg("%s, %s mode: the target is gone (wait status "
+			     "%#x, output: %s)", p->what, mode,
+			     p->target->status, p->target->output);
+	}
 	ck_assert_msg(tu_traced_tasks(pid) == 0,
 		      "%s, %s mode: the target is still traced", p->what, mode);
 	ck_assert_msg(tu_wait_cpu_ticks(pid, 2, 10000),
@@ -923,19 +928,20 @@ static void profile_finish(struct profiling *p, char **out)
 	unlink(p->path);
 }
 
-/* A saved recipe, in each mode, on a target of its own that must then
- * finish its work correctly; the corrupted search table costs nothing:
- * .eh_frame is indexed anew, so the stacks are whole.  */
+/* A saved recipe, profiled in each mode in turn on one target, which
+ * must then finish its work correctly.  The corrupted search table costs
+ * nothing: .eh_frame is indexed anew, so the stacks are whole.  */
 static void run_recipe(const struct patch *patches, size_t n,
 		       const char *name)
 {
+	char desc[256];
+	const char *copy = write_copy("unwtables", name, patches, n, desc,
+				      sizeof(desc));
+	/* Long enough for three runs of the sanitized cprof-attach.  */
+	struct tu_proc *target = tu_fixture_start(copy, "6", "20", NULL);
+	ck_assert_ptr_nonnull(target);
+	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
 	for (enum mode mode = MODE_CPU; mode <= MODE_PTRACE; mode++) {
-		char desc[256];
-		const char *copy = write_copy("unwtables", name, patches, n,
-					      desc, sizeof(desc));
-		struct tu_proc *target = tu_fixture_start(copy, "1.5", NULL);
-		ck_assert_ptr_nonnull(target);
-		ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
 		char *text = NULL;
 		struct profiling run = {target, mode, desc, "", NULL};
 		profile_start(&run, "0.3");
@@ -943,7 +949,7 @@ static void run_recipe(const struct patch *patches, size_t n,
 		ck_assert_ptr_nonnull(text);
 		char error[128];
 		struct tu_profile *p = tu_profile_parse(text, error, sizeof(error));
-		ck_assert_ptr_nonnull(p);
+		ck_assert_msg(p != NULL, "%s", error);
 		uint64_t whole = tu_profile_count_contiguous(
 			p, TU_FRAMES("main", "uw_alpha", "uw_beta", "uw_gamma"));
 		if (whole == 0)
@@ -952,14 +958,13 @@ static void run_recipe(const struct patch *patches, size_t n,
 			      mode_names[mode]);
 		tu_profile_free(p);
 		free(text);
-		ck_assert(tu_proc_wait_exit(target, EXIT_TIMEOUT_MS));
-		ck_assert_msg(WIFEXITED(target->status) &&
-				      WEXITSTATUS(target->status) == 0,
-			      "%s, %s mode: target status %#x, output: %s",
-			      desc, mode_names[mode], target->status,
-			      target->output);
-		ck_assert(tu_proc_has_line_prefix(target, "ok "));
 	}
+	ck_assert(tu_proc_wait_exit(target, EXIT_TIMEOUT_MS));
+	ck_assert_msg(WIFEXITED(target->status) &&
+			      WEXITSTATUS(target->status) == 0,
+		      "%s: target status %#x, output: %s", desc, target->status,
+		      target->output);
+	ck_assert(tu_proc_has_line_prefix(target, "ok "));
 }
 
 START_TEST(test_recipe_table_encoding)
@@ -1043,9 +1048,11 @@ static size_t random_patches(uint64_t seed, const char **fixture,
 }
 
 /* Batch _i of the random corruptions: each copy profiled in CPU mode,
- * then in heap mode, on the same target; two copies at a time (most of a
- * run's time is cprof-attach starting and stopping, not CPU).  */
-#define PARALLEL 2
+ * then in heap mode, on the same target; four copies at a time (most of
+ * a run's time is cprof-attach starting and stopping, not CPU; the
+ * targets pause 100 us after each 30 us of work, so they leave the CPUs
+ * to the others).  */
+#define PARALLEL 4
 
 START_TEST(test_random_corruptions)
 {
@@ -1064,7 +1071,8 @@ START_TEST(test_random_corruptions)
 			snprintf(what[j], sizeof(what[j]),
 				 "seed %" PRIu64 " (%s: %s)", seed, fixture, desc);
 			runs[j] = (struct profiling){
-				.target = tu_fixture_start(copy, "30", NULL),
+				.target = tu_fixture_start(copy, "30", "100",
+							   NULL),
 				.what = what[j],
 			};
 			ck_assert_ptr_nonnull(runs[j].target);

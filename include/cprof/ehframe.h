@@ -150,9 +150,9 @@ typedef int cp_ehframe_read_fn(void *ctx, uint64_t offset, void *buf,
 /* Find the section NAME (".eh_frame", ".debug_frame") of the 64-bit
  * little-endian ELF file of FILE_SIZE bytes that READ (with CTX) reads,
  * checking every header and name against the file's size.  Returns 0
- * (*OUT filled, the section inside the file unless it is SHT_NOBITS),
- * -CP_E_PARSE when the file is not such an ELF file or has no such
- * section, -CP_E_NOMEM, or what READ returned.  */
+ * (*OUT filled, the section's bytes inside the file), -CP_E_PARSE when
+ * the file is not such an ELF file or has no such section with bytes in
+ * it, -CP_E_NOMEM, or what READ returned.  */
 int cp_ehframe_elf_section(cp_ehframe_read_fn *read, void *ctx,
 			   uint64_t file_size, const char *name,
 			   struct cp_ehframe_section *out);
