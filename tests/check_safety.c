@@ -300,10 +300,49 @@ END_TEST
 
 /* ---------------------------------------------------- stop signals */
 
-/* A SIGTERM in the first milliseconds of cprof-attach (before, while and
- * after it sets up) is honoured, never lost and never deadly: it always
- * exits by itself with a word on stderr, and the target is left alone.
- * 40 moments from 0 to ~40 ms, CPU and heap mode.  */
+/* True once process PID blocks or catches SIGTERM: cprof-attach blocks
+ * it on the first line of main, then installs its handler and unblocks
+ * it.  A signal before that point (while the program is still being
+ * loaded) can only be met by the default action.  */
+static bool main_started(pid_t pid)
+{
+	static const char *const fields[] = {"\nSigBlk:", "\nSigCgt:"};
+	char path[64];
+	char *text;
+	bool started = false;
+
+	char exe[PATH_MAX];
+	ssize_t len;
+
+	/* Before its exec, the forked child is the test program, with the
+	 * test framework's handler of SIGTERM.  */
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	len = readlink(path, exe, sizeof(exe) - 1);
+	if (len <= 0)
+		return false;
+	exe[len] = '\0';
+	if (strcmp(exe, CP_BUILD_DIR "/cprof-attach") != 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	text = tu_read_file(path);
+	if (text == NULL)
+		return false;
+	for (size_t i = 0; i < 2; i++) {
+		const char *field = strstr(text, fields[i]);
+
+		if (field != NULL &&
+		    (strtoull(field + 8, NULL, 16) & (1ull << (SIGTERM - 1))))
+			started = true;
+	}
+	free(text);
+	return started;
+}
+
+/* A SIGTERM in the first milliseconds of cprof-attach's main (before,
+ * while and after it sets up) is honoured, never lost and never deadly:
+ * it always exits by itself with a word on stderr, and the target is left
+ * alone.  40 moments from 0 to ~40 ms after main began, CPU and heap
+ * mode.  */
 static void early_signal(bool heap)
 {
 	int stdin_fd = -1;
@@ -321,9 +360,15 @@ static void early_signal(bool heap)
 					 "/dev/null", fixture->pid_text, NULL)
 			: tu_cprof_start("-d", "10", "-o", "/dev/null",
 					 fixture->pid_text, NULL);
-		uint64_t until = tu_now_ns() + (uint64_t)round * 1000000u;
+		uint64_t until;
 
 		ck_assert_msg(run != NULL, "cannot start cprof-attach");
+		until = tu_now_ns() + 10000000000ull;
+		while (!main_started(run->pid) && tu_now_ns() < until)
+			;
+		ck_assert_msg(main_started(run->pid),
+			      "cprof-attach %d did not start", (int)run->pid);
+		until = tu_now_ns() + (uint64_t)round * 1000000u;
 		while (tu_now_ns() < until)
 			;
 		kill(run->pid, SIGTERM);
