@@ -1,402 +1,27 @@
 /* Unwind tables checked for libunwind: see include/cprof/ehframe.h.
+ * The records (CIEs, FDEs) and the table are here, their call frame
+ * instructions are checked in cfi.c, .eh_frame_hdr and ELF section
+ * headers in ehframe_hdr.c.
  *
- * What is accepted mirrors what libunwind 1.6 (src/dwarf/Gfde.c,
- * Gparser.c, Gexpr.c) reads, byte for byte: a record accepted here is one
- * libunwind parses the way it was written, within the record, with
- * register numbers inside its arrays and expressions that end.  Where
- * libunwind would read something differently than written (a CIE
- * augmentation it does not know, DW_CFA_val_offset, which it skips
- * without its operands), the record is refused.  */
+ * What is accepted mirrors what libunwind 1.6 (src/dwarf/Gfde.c) reads,
+ * byte for byte: a record accepted here is one libunwind parses the way
+ * it was written, within the record.  Where libunwind would read
+ * something differently than written (a CIE augmentation it does not
+ * know, an augmentation size that disagrees with its contents), the
+ * record is refused.  */
 #include "cprof/ehframe.h"
 
-#include <elf.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfi.h"
 #include "cprof/error.h"
 
-/* libunwind's DWARF_NUM_PRESERVED_REGS on x86-64: the size of the arrays
- * that register numbers index (rax..r15, rip).  */
-#define NUM_REGS 17
 /* libunwind keeps the first four characters of an augmentation.  */
 #define MAX_AUGMENTATION 4
-/* A LEB128 number longer than this is not one of ours.  */
-#define MAX_LEB_BYTES 10
 /* Sections larger than this are refused: the rewritten records keep
  * 32-bit lengths.  */
 #define MAX_SECTION (1u << 30)
-
-/* Pointer encodings (DW_EH_PE_*).  */
-enum {
-	PE_ABSPTR = 0x00, PE_ULEB128 = 0x01, PE_UDATA2 = 0x02,
-	PE_UDATA4 = 0x03, PE_UDATA8 = 0x04, PE_SLEB128 = 0x09,
-	PE_SDATA2 = 0x0a, PE_SDATA4 = 0x0b, PE_SDATA8 = 0x0c,
-	PE_PCREL = 0x10, PE_DATAREL = 0x30, PE_FUNCREL = 0x40,
-	PE_INDIRECT = 0x80, PE_OMIT = 0xff,
-	PE_FORMAT_MASK = 0x0f, PE_APPL_MASK = 0x70,
-};
-
-/* What an encoded pointer is for, which decides the encodings allowed.  */
-enum ptr_use {
-	PTR_CODE,  /* an FDE's initial location, DW_CFA_set_loc: pcrel or
-		    * absolute, never indirect */
-	PTR_AUX,   /* a personality routine or LSDA: never used by us, only
-		    * read by libunwind (indirect: from target memory) */
-	PTR_HDR,   /* .eh_frame_hdr fields: datarel is from the header */
-};
-
-/* ---------------------------------------------------------- reading */
-
-/* A bounded reader: DATA[POS..END).  */
-struct rd {
-	const uint8_t *data;
-	size_t pos, end;
-};
-
-static bool rd_bytes(struct rd *r, void *out, size_t n)
-{
-	if (n > r->end - r->pos)
-		return false;
-	memcpy(out, r->data + r->pos, n);
-	r->pos += n;
-	return true;
-}
-
-/* Little-endian host (x86-64): the bytes are the value.  */
-static bool rd_u8(struct rd *r, uint8_t *v) { return rd_bytes(r, v, 1); }
-static bool rd_u16(struct rd *r, uint16_t *v) { return rd_bytes(r, v, 2); }
-static bool rd_u32(struct rd *r, uint32_t *v) { return rd_bytes(r, v, 4); }
-static bool rd_u64(struct rd *r, uint64_t *v) { return rd_bytes(r, v, 8); }
-
-static bool rd_skip(struct rd *r, uint64_t n)
-{
-	if (n > r->end - r->pos)
-		return false;
-	r->pos += (size_t)n;
-	return true;
-}
-
-static bool rd_uleb(struct rd *r, uint64_t *v)
-{
-	uint64_t val = 0;
-	for (unsigned i = 0; i < MAX_LEB_BYTES; i++) {
-		uint8_t byte;
-		if (!rd_u8(r, &byte))
-			return false;
-		if (i < 64 / 7 + 1)
-			val |= (uint64_t)(byte & 0x7f) << (7 * i);
-		if (!(byte & 0x80)) {
-			*v = val;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool rd_sleb(struct rd *r, int64_t *v)
-{
-	uint64_t val = 0;
-	for (unsigned i = 0; i < MAX_LEB_BYTES; i++) {
-		uint8_t byte;
-		if (!rd_u8(r, &byte))
-			return false;
-		unsigned shift = 7 * i;
-		val |= (uint64_t)(byte & 0x7f) << shift;
-		if (!(byte & 0x80)) {
-			if (shift + 7 < 64 && (byte & 0x40))
-				val |= ~(uint64_t)0 << (shift + 7);
-			*v = (int64_t)val;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* Is ENC an encoding libunwind reads as meant, for USE?  */
-static bool encoding_ok(uint8_t enc, enum ptr_use use)
-{
-	switch (enc & PE_FORMAT_MASK) {
-	case PE_ABSPTR: case PE_ULEB128: case PE_UDATA2: case PE_UDATA4:
-	case PE_UDATA8: case PE_SLEB128: case PE_SDATA2: case PE_SDATA4:
-	case PE_SDATA8:
-		break;
-	default:
-		return false;
-	}
-	if ((enc & PE_INDIRECT) && use != PTR_AUX)
-		return false;
-	switch (enc & PE_APPL_MASK) {
-	case PE_ABSPTR:
-	case PE_PCREL:
-		return true;
-	case PE_DATAREL:
-		return use != PTR_CODE;
-	case PE_FUNCREL:
-		return use == PTR_AUX;
-	default:   /* textrel (unsupported), aligned, reserved */
-		return false;
-	}
-}
-
-/* Read a pointer encoded with ENC (encoding_ok) at R, whose DATA[0] is at
- * address BASE; DATAREL is the base of datarel pointers.  */
-static bool rd_encoded(struct rd *r, uint8_t enc, uint64_t base,
-		       uint64_t datarel, uint64_t *out)
-{
-	uint64_t field = base + r->pos, val;
-	uint16_t u16;
-	uint32_t u32;
-	int64_t s;
-	switch (enc & PE_FORMAT_MASK) {
-	case PE_ABSPTR:
-	case PE_UDATA8:
-		if (!rd_u64(r, &val))
-			return false;
-		break;
-	case PE_ULEB128:
-		if (!rd_uleb(r, &val))
-			return false;
-		break;
-	case PE_SLEB128:
-		if (!rd_sleb(r, &s))
-			return false;
-		val = (uint64_t)s;
-		break;
-	case PE_UDATA2:
-		if (!rd_u16(r, &u16))
-			return false;
-		val = u16;
-		break;
-	case PE_SDATA2:
-		if (!rd_u16(r, &u16))
-			return false;
-		val = (uint64_t)(int64_t)(int16_t)u16;
-		break;
-	case PE_UDATA4:
-		if (!rd_u32(r, &u32))
-			return false;
-		val = u32;
-		break;
-	case PE_SDATA4:
-		if (!rd_u32(r, &u32))
-			return false;
-		val = (uint64_t)(int64_t)(int32_t)u32;
-		break;
-	case PE_SDATA8:
-		if (!rd_u64(r, &val))
-			return false;
-		break;
-	default:
-		return false;
-	}
-	if ((enc & PE_APPL_MASK) == PE_PCREL)
-		val += field;
-	else if ((enc & PE_APPL_MASK) == PE_DATAREL)
-		val += datarel;
-	*out = val;
-	return true;
-}
-
-/* ------------------------------------------------- DWARF expressions */
-
-/* Check the DWARF expression DATA[START..END): operations libunwind
- * evaluates, with operands as long as libunwind reads them (its
- * operands[] table in Gexpr.c), and skip/bra that land forward, inside
- * the expression, so evaluation always ends.  */
-static const char *check_expression(const uint8_t *data, size_t start,
-				    size_t end)
-{
-	struct rd r = {data, start, end};
-	while (r.pos < r.end) {
-		uint8_t op = 0;
-		uint64_t u;
-		int64_t s;
-		uint16_t u16;
-		rd_u8(&r, &op);
-		bool ok = true;
-		if (op >= 0x30 && op <= 0x6f) {
-			continue;  /* lit0..31, reg0..31 */
-		} else if (op >= 0x70 && op <= 0x8f) {
-			ok = rd_sleb(&r, &s);  /* breg0..31 */
-		} else {
-			switch (op) {
-			case 0x06: case 0x12: case 0x13: case 0x14: case 0x16:
-			case 0x17: case 0x19: case 0x1a: case 0x1b: case 0x1c:
-			case 0x1d: case 0x1e: case 0x1f: case 0x20: case 0x21:
-			case 0x22: case 0x24: case 0x25: case 0x26: case 0x27:
-			case 0x29: case 0x2a: case 0x2b: case 0x2c: case 0x2d:
-			case 0x2e: case 0x96:
-				break;  /* no operand */
-			case 0x03: /* addr */
-			case 0x0e: case 0x0f: /* const8u, const8s */
-				ok = rd_skip(&r, 8);
-				break;
-			case 0x08: case 0x09: /* const1u, const1s */
-			case 0x15: /* pick */
-			case 0x94: /* deref_size */
-				ok = rd_skip(&r, 1);
-				break;
-			case 0x0a: case 0x0b: /* const2u, const2s */
-				ok = rd_skip(&r, 2);
-				break;
-			case 0x0c: case 0x0d: /* const4u, const4s */
-				ok = rd_skip(&r, 4);
-				break;
-			case 0x10: case 0x23: case 0x90: /* constu, plus_uconst,
-							  * regx */
-				ok = rd_uleb(&r, &u);
-				break;
-			case 0x11: /* consts */
-				ok = rd_sleb(&r, &s);
-				break;
-			case 0x92: /* bregx */
-				ok = rd_uleb(&r, &u) && rd_sleb(&r, &s);
-				break;
-			case 0x2f: /* skip */
-			case 0x28: /* bra */
-				if (!rd_u16(&r, &u16))
-					return "expression cut short";
-				/* Forward only: libunwind would follow a
-				 * backward branch for ever.  */
-				if ((int16_t)u16 < 0 ||
-				    (size_t)(int16_t)u16 > r.end - r.pos)
-					return "expression branch backwards or out";
-				break;
-			default:
-				return "expression operation libunwind does not evaluate";
-			}
-		}
-		if (!ok)
-			return "expression cut short";
-	}
-	return NULL;
-}
-
-/* --------------------------------------------------- CFI programs */
-
-static bool rd_reg(struct rd *r)
-{
-	uint64_t reg;
-	return rd_uleb(r, &reg) && reg < NUM_REGS;
-}
-
-/* Check the CFI instructions DATA[START..END) (at address BASE + offset
- * for pc-relative DW_CFA_set_loc operands, encoded with FDE_ENC).  For
- * .debug_frame (DEBUG), DW_CFA_set_loc operands are absolute link-time
- * addresses: when PATCH is not NULL (a copy of DATA[START..END)), BIAS is
- * added to them there.  Returns NULL or the problem.  */
-static const char *check_cfi(const uint8_t *data, size_t start, size_t end,
-			     uint8_t fde_enc, uint64_t base, bool debug,
-			     uint8_t *patch, uint64_t bias)
-{
-	struct rd r = {data, start, end};
-	while (r.pos < r.end) {
-		uint8_t op = 0, u8;
-		uint16_t u16;
-		uint32_t u32;
-		uint64_t u, loc;
-		int64_t s;
-		bool ok;
-		size_t block;
-		rd_u8(&r, &op);
-		switch (op & 0xc0) {
-		case 0x40: /* advance_loc */
-			continue;
-		case 0x80: /* offset */
-			if ((op & 0x3f) >= NUM_REGS)
-				return "CFI register number out of range";
-			if (!rd_uleb(&r, &u))
-				return "CFI instruction cut short";
-			continue;
-		case 0xc0: /* restore */
-			if ((op & 0x3f) >= NUM_REGS)
-				return "CFI register number out of range";
-			continue;
-		}
-		switch (op) {
-		case 0x00: /* nop */
-		case 0x0a: /* remember_state */
-		case 0x0b: /* restore_state */
-			ok = true;
-			break;
-		case 0x01: /* set_loc */
-			if (debug) {
-				size_t at = r.pos;
-				ok = rd_u64(&r, &loc);
-				if (ok && patch) {
-					loc += bias;
-					memcpy(patch + (at - start), &loc, 8);
-				}
-			} else {
-				ok = rd_encoded(&r, fde_enc, base, 0, &loc);
-			}
-			break;
-		case 0x02: ok = rd_u8(&r, &u8); break;   /* advance_loc1 */
-		case 0x03: ok = rd_u16(&r, &u16); break; /* advance_loc2 */
-		case 0x04: ok = rd_u32(&r, &u32); break; /* advance_loc4 */
-		case 0x05: /* offset_extended */
-		case 0x2f: /* GNU_negative_offset_extended */
-		case 0x0c: /* def_cfa */
-			if (!rd_reg(&r))
-				return "CFI register number out of range";
-			ok = rd_uleb(&r, &u);
-			break;
-		case 0x06: /* restore_extended */
-		case 0x07: /* undefined */
-		case 0x08: /* same_value */
-		case 0x0d: /* def_cfa_register */
-			if (!rd_reg(&r))
-				return "CFI register number out of range";
-			ok = true;
-			break;
-		case 0x09: /* register: libunwind checks the first number
-			    * only, and indexes its locations with the
-			    * second */
-			if (!rd_reg(&r) || !rd_reg(&r))
-				return "CFI register number out of range";
-			ok = true;
-			break;
-		case 0x0e: /* def_cfa_offset */
-		case 0x2e: /* GNU_args_size */
-			ok = rd_uleb(&r, &u);
-			break;
-		case 0x11: /* offset_extended_sf */
-		case 0x12: /* def_cfa_sf */
-			if (!rd_reg(&r))
-				return "CFI register number out of range";
-			ok = rd_sleb(&r, &s);
-			break;
-		case 0x13: /* def_cfa_offset_sf */
-			ok = rd_sleb(&r, &s);
-			break;
-		case 0x10: /* expression */
-		case 0x16: /* val_expression */
-			if (!rd_reg(&r))
-				return "CFI register number out of range";
-			/* fall through */
-		case 0x0f: /* def_cfa_expression */
-			if (!rd_uleb(&r, &u) || u > r.end - r.pos)
-				return "CFI expression leaves the record";
-			block = r.pos;
-			r.pos += (size_t)u;
-			{
-				const char *why =
-					check_expression(data, block, r.pos);
-				if (why)
-					return why;
-			}
-			ok = true;
-			break;
-		default:
-			/* val_offset(_sf), which libunwind skips without
-			 * its operands, and everything it refuses.  */
-			return "CFI instruction libunwind does not know";
-		}
-		if (!ok)
-			return "CFI instruction cut short";
-	}
-	return NULL;
-}
 
 /* ------------------------------------------------------ records */
 
@@ -556,8 +181,8 @@ static void parse_cie(const struct cp_ehframe_input *in,
 		r.pos = aug_end;
 	}
 	c->instr = r.pos;
-	c->problem = check_cfi(in->data, c->instr, c->end, c->fde_enc,
-			       in->addr, debug, NULL, 0);
+	c->problem = cp_cfi_check(in->data, c->instr, c->end, c->fde_enc,
+				  in->addr, debug, NULL, 0);
 	return;
 bad_encoding:
 	c->problem = "CIE pointer encoding libunwind does not read";
@@ -743,8 +368,8 @@ static const char *check_fde(const struct cp_ehframe_input *in,
 	} else {
 		instr = r.pos;
 	}
-	const char *why = check_cfi(in->data, instr, rec->end, c->fde_enc,
-				    in->addr, debug, NULL, 0);
+	const char *why = cp_cfi_check(in->data, instr, rec->end,
+				       c->fde_enc, in->addr, debug, NULL, 0);
 	if (why)
 		return why;
 	f->pc_start = start;
@@ -806,8 +431,8 @@ static void put_cie(const struct cp_ehframe_input *in, struct cie *c,
 		n += put_uleb(p + n, c->ret_col);
 	size_t ilen = c->end - c->instr;
 	memcpy(p + n, in->data + c->instr, ilen);
-	check_cfi(in->data, c->instr, c->end, c->fde_enc, 0, true, p + n,
-		  in->bias);
+	cp_cfi_check(in->data, c->instr, c->end, c->fde_enc, 0, true, p + n,
+		     in->bias);
 	n += ilen;
 	uint32_t len = (uint32_t)(n - 4);
 	memcpy(p, &len, 4);
@@ -835,8 +460,8 @@ static size_t put_fde(const struct cp_ehframe_input *in,
 	n += 16;
 	size_t ilen = rec->end - f->instr;
 	memcpy(p + n, in->data + f->instr, ilen);
-	check_cfi(in->data, f->instr, rec->end, f->cie->fde_enc, 0, true,
-		  p + n, in->bias);
+	cp_cfi_check(in->data, f->instr, rec->end, f->cie->fde_enc, 0, true,
+		     p + n, in->bias);
 	n += ilen;
 	uint32_t len = (uint32_t)(n - 4);
 	memcpy(p, &len, 4);
@@ -1009,161 +634,4 @@ void cp_ehframe_table_stats(const struct cp_ehframe_table *table,
 			    struct cp_ehframe_stats *stats)
 {
 	*stats = table->stats;
-}
-
-/* ---------------------------------------------------- .eh_frame_hdr */
-
-int cp_ehframe_hdr_parse(const uint8_t *data, size_t size, uint64_t addr,
-			 const struct cp_ehframe_range *loads, size_t nloads,
-			 struct cp_ehframe_hdr *out)
-{
-	struct rd r = {data, 0, size};
-	uint8_t version, ptr_enc, count_enc, table_enc;
-	memset(out, 0, sizeof(*out));
-	if (!rd_u8(&r, &version) || !rd_u8(&r, &ptr_enc) ||
-	    !rd_u8(&r, &count_enc) || !rd_u8(&r, &table_enc)) {
-		out->problem = ".eh_frame_hdr cut short";
-		return -CP_E_PARSE;
-	}
-	if (version != 1) {
-		out->problem = ".eh_frame_hdr version is not 1";
-		return -CP_E_PARSE;
-	}
-	/* Datarel in the header is relative to the header's start.  */
-	if (ptr_enc == PE_OMIT || !encoding_ok(ptr_enc, PTR_HDR)) {
-		out->problem = ".eh_frame_hdr pointer encoding not supported";
-		return -CP_E_PARSE;
-	}
-	if (!rd_encoded(&r, ptr_enc, addr, addr, &out->eh_frame)) {
-		out->problem = ".eh_frame_hdr cut short";
-		return -CP_E_PARSE;
-	}
-	size_t i;
-	for (i = 0; i < nloads; i++)
-		if (out->eh_frame >= loads[i].start &&
-		    out->eh_frame < loads[i].end)
-			break;
-	if (i == nloads) {
-		out->problem = ".eh_frame_hdr points outside the module";
-		return -CP_E_PARSE;
-	}
-	out->eh_frame_end = loads[i].end;
-	/* The search table.  Only its absence is normal; anything else
-	 * that is wrong is reported, and .eh_frame is still usable.  */
-	out->table_ok = true;
-	if (count_enc == PE_OMIT || table_enc == PE_OMIT)
-		return 0;
-	uint64_t count;
-	if (!encoding_ok(count_enc, PTR_HDR) ||
-	    (count_enc & PE_APPL_MASK) != PE_ABSPTR) {
-		out->problem = ".eh_frame_hdr count encoding not supported";
-		out->table_ok = false;
-		return 0;
-	}
-	if (!rd_encoded(&r, count_enc, addr, addr, &count)) {
-		out->problem = ".eh_frame_hdr cut short";
-		out->table_ok = false;
-		return 0;
-	}
-	/* The one table encoding linkers write, and the only one
-	 * libunwind's binary search reads (it aborts on any other).  */
-	if (table_enc != (PE_DATAREL | PE_SDATA4)) {
-		out->problem = ".eh_frame_hdr table encoding not supported";
-		out->table_ok = false;
-		return 0;
-	}
-	if (count > (r.end - r.pos) / 8) {
-		out->problem = ".eh_frame_hdr FDE count larger than the section";
-		out->table_ok = false;
-		return 0;
-	}
-	out->fde_count = count;
-	int64_t prev = INT64_MIN;
-	for (uint64_t k = 0; k < count; k++) {
-		uint32_t loc = 0, fde = 0;
-		rd_u32(&r, &loc);
-		rd_u32(&r, &fde);
-		int64_t start = (int32_t)loc;
-		uint64_t fde_addr = addr + (uint64_t)(int64_t)(int32_t)fde;
-		if (start < prev) {
-			out->problem = ".eh_frame_hdr table not sorted";
-			out->table_ok = false;
-			return 0;
-		}
-		prev = start;
-		if (fde_addr < out->eh_frame || fde_addr >= out->eh_frame_end) {
-			out->problem = ".eh_frame_hdr FDE pointer outside .eh_frame";
-			out->table_ok = false;
-			return 0;
-		}
-	}
-	return 0;
-}
-
-/* ------------------------------------------------- ELF section lookup */
-
-/* A bound for what we read of a file's section names.  */
-#define MAX_SHSTRTAB (16u << 20)
-
-int cp_ehframe_elf_section(cp_ehframe_read_fn *read, void *ctx,
-			   uint64_t file_size, const char *name,
-			   struct cp_ehframe_section *out)
-{
-	Elf64_Ehdr eh;
-	int rc;
-	if (file_size < sizeof(eh))
-		return -CP_E_PARSE;
-	if ((rc = read(ctx, 0, &eh, sizeof(eh))) < 0)
-		return rc;
-	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-	    eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
-	    eh.e_shstrndx >= eh.e_shnum)
-		return -CP_E_PARSE;
-	uint64_t sh_bytes = (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr);
-	if (eh.e_shoff > file_size || sh_bytes > file_size - eh.e_shoff)
-		return -CP_E_PARSE;
-	Elf64_Shdr *sh = malloc(sh_bytes);
-	if (!sh)
-		return -CP_E_NOMEM;
-	char *names = NULL;
-	if ((rc = read(ctx, eh.e_shoff, sh, sh_bytes)) < 0)
-		goto done;
-	rc = -CP_E_PARSE;
-	const Elf64_Shdr *strs = &sh[eh.e_shstrndx];
-	if (strs->sh_type != SHT_STRTAB || strs->sh_size == 0 ||
-	    strs->sh_size > MAX_SHSTRTAB || strs->sh_offset > file_size ||
-	    strs->sh_size > file_size - strs->sh_offset)
-		goto done;
-	names = malloc(strs->sh_size + 1);
-	if (!names) {
-		rc = -CP_E_NOMEM;
-		goto done;
-	}
-	int rrc = read(ctx, strs->sh_offset, names, strs->sh_size);
-	if (rrc < 0) {
-		rc = rrc;
-		goto done;
-	}
-	names[strs->sh_size] = 0;
-	for (unsigned i = 0; i < eh.e_shnum; i++) {
-		if (sh[i].sh_name >= strs->sh_size ||
-		    strcmp(names + sh[i].sh_name, name) != 0)
-			continue;
-		if (sh[i].sh_type == SHT_NOBITS ||
-		    sh[i].sh_offset > file_size ||
-		    sh[i].sh_size > file_size - sh[i].sh_offset)
-			break;
-		out->addr = sh[i].sh_addr;
-		out->offset = sh[i].sh_offset;
-		out->size = sh[i].sh_size;
-		out->alloc = (sh[i].sh_flags & SHF_ALLOC) != 0;
-		rc = 0;
-		break;
-	}
-done:
-	free(names);
-	free(sh);
-	return rc;
 }
