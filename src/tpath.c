@@ -38,7 +38,8 @@ static const char *status_field(const char *text, size_t len,
 }
 
 /* Up to MAX unsigned decimal numbers separated by blanks from FIELD
- * (LEN bytes) into OUT.  Returns how many, or -1 on anything else.  */
+ * (LEN bytes) into OUT (the Groups: line).  Returns how many, or -1 on
+ * anything else.  */
 static int parse_ids(const char *field, size_t len, uint32_t *out,
 		     size_t max)
 {
@@ -67,23 +68,22 @@ static int parse_ids(const char *field, size_t len, uint32_t *out,
 int cp_tpath_creds_parse(const char *text, size_t len,
 			 struct cp_tpath_creds *out)
 {
-	uint32_t ids[64];
-	size_t field_len;
-	const char *field;
+	struct cp_task_status status;
 	memset(out, 0, sizeof(*out));
-	/* "Uid:\treal\teffective\tsaved\tfs", the same for Gid.  */
-	field = status_field(text, len, "Uid:", &field_len);
-	if (!field || parse_ids(field, field_len, ids, 4) != 4)
+	/* "Uid:\treal\teffective\tsaved\tfs", the same for Gid: procfs's
+	 * parser; Groups: is ours.  */
+	if (cp_task_status_parse(text, len, &status) < 0 ||
+	    status.uid[0] < 0 || status.uid[1] < 0 || status.gid[0] < 0 ||
+	    status.gid[1] < 0)
 		return -CP_E_PARSE;
-	out->uid = ids[0];
-	out->euid = ids[1];
-	field = status_field(text, len, "Gid:", &field_len);
-	if (!field || parse_ids(field, field_len, ids, 4) != 4)
-		return -CP_E_PARSE;
-	out->gid = ids[0];
-	out->egid = ids[1];
-	field = status_field(text, len, "Groups:", &field_len);
+	out->uid = (uid_t)status.uid[0];
+	out->euid = (uid_t)status.uid[1];
+	out->gid = (gid_t)status.gid[0];
+	out->egid = (gid_t)status.gid[1];
+	size_t field_len;
+	const char *field = status_field(text, len, "Groups:", &field_len);
 	if (field) {
+		uint32_t ids[64];
 		int n = parse_ids(field, field_len, ids, 64);
 		if (n < 0)
 			return -CP_E_PARSE;

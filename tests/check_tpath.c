@@ -42,10 +42,13 @@ START_TEST(test_creds_parse)
 
 	static const char *const bad[] = {
 		"Name:\tx\n",
-		"Uid:\t1\t2\t3\nGid:\t1\t2\t3\t4\n",
+		"Uid:\t1\nGid:\t1\t2\t3\t4\n",
 		"Uid:\t1\t2\t3\t4\n",
-		"Uid:\t1\t2\tx\t4\nGid:\t1\t2\t3\t4\n",
+		"Uid:\tx\t2\t3\t4\nGid:\t1\t2\t3\t4\n",
 		"Uid:\t99999999999\t2\t3\t4\nGid:\t1\t2\t3\t4\n",
+		"Uid:\t1\t2\t3\t4\nGid:\t1\t2\t3\t4\nGroups:\t1 x\n",
+		/* A name the target chose cannot pose as a field.  */
+		"Name:\tUid:\t0\t0\t0\t0\nGid:\t1\t2\t3\t4\n",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_int_eq(cp_tpath_creds_parse(bad[i], strlen(bad[i]),
