@@ -415,7 +415,7 @@ START_TEST(output_commit)
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/out.folded", tmpdir);
 	struct cp_output *out = NULL;
-	ck_assert_int_eq(cp_output_open(path, &out), 0);
+	ck_assert_int_eq(cp_output_open(path, &out, NULL, 0), 0);
 	ck_assert_str_eq(cp_output_path(out), path);
 	FILE *stream = cp_output_stream(out);
 	ck_assert_ptr_nonnull(stream);
@@ -441,7 +441,7 @@ START_TEST(output_abort)
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/out.folded", tmpdir);
 	struct cp_output *out = NULL;
-	ck_assert_int_eq(cp_output_open(path, &out), 0);
+	ck_assert_int_eq(cp_output_open(path, &out, NULL, 0), 0);
 	fputs("half a line", cp_output_stream(out));
 	cp_output_abort(out);
 	ck_assert(!exists(path));
@@ -456,7 +456,7 @@ START_TEST(output_missing_dir)
 	snprintf(path, sizeof(path), "%s/no-such-dir/out.folded", tmpdir);
 	struct cp_output *out = NULL;
 	errno = 0;
-	ck_assert_int_eq(cp_output_open(path, &out), -CP_E_SYS);
+	ck_assert_int_eq(cp_output_open(path, &out, NULL, 0), -CP_E_SYS);
 	ck_assert_int_eq(errno, ENOENT);
 	ck_assert_int_eq(entries(), 0);
 }
@@ -465,7 +465,7 @@ END_TEST
 START_TEST(output_stdout)
 {
 	struct cp_output *out = NULL;
-	ck_assert_int_eq(cp_output_open("-", &out), 0);
+	ck_assert_int_eq(cp_output_open("-", &out, NULL, 0), 0);
 	ck_assert_str_eq(cp_output_path(out), "-");
 	ck_assert_ptr_nonnull(cp_output_stream(out));
 	ck_assert_int_eq(cp_output_commit(out), 0);
