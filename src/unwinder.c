@@ -86,6 +86,12 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 		return -UNW_ENOINFO;
 	const struct cp_ehframe_fde *fde =
 		cp_unwtables_find(uw->tables, uw->maps, map, ip);
+	/* Rules cached from dropped tables may name expressions in an image
+	 * no longer served (libunwind flushes lazily: safe mid-step).  */
+	if (cp_unwtables_dropped(uw->tables)) {
+		unw_flush_cache(uw->as, 0, 0);
+		unw_flush_cache(uw->as_ptrace, 0, 0);
+	}
 	if (!fde)
 		return -UNW_ENOINFO;
 	unw_dyn_info_t di;

@@ -59,6 +59,7 @@ struct cp_unwtables {
 	size_t count;
 	struct image hint;       /* the image read last */
 	uint64_t next_image;     /* address for the next .debug_frame image */
+	bool dropped;            /* a module's tables were dropped */
 };
 
 int cp_unwtables_new(pid_t pid, struct cp_unwtables **out)
@@ -175,6 +176,7 @@ static void build_eh(struct cp_unwtables *t, struct module *m, uint64_t addr,
 		if (o != m && overlap(&o->eh_image, &m->eh_image)) {
 			forget_tables(t, o);
 			o->mem_tried = o->file_tried = false;
+			t->dropped = true;
 		}
 	}
 }
@@ -326,6 +328,13 @@ const struct cp_ehframe_fde *cp_unwtables_find(struct cp_unwtables *t,
 			return fde;
 	}
 	return m->debug ? cp_ehframe_table_lookup(m->debug, pc) : NULL;
+}
+
+bool cp_unwtables_dropped(struct cp_unwtables *t)
+{
+	bool dropped = t->dropped;
+	t->dropped = false;
+	return dropped;
 }
 
 /* The word at ADDR from IM, when ADDR's word overlaps it.  */

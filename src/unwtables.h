@@ -47,6 +47,13 @@ const struct cp_ehframe_fde *cp_unwtables_find(struct cp_unwtables *tables,
 					       const struct cp_map *map,
 					       uint64_t pc);
 
+/* True, once, when the tables of a module were dropped since the last
+ * call (its addresses now hold another module: a library unloaded and
+ * another loaded in its place, without an exec): rules libunwind cached
+ * from them may point into an image that is no longer served, and must
+ * go (unw_flush_cache).  */
+bool cp_unwtables_dropped(struct cp_unwtables *tables);
+
 /* The address of an 8-byte search table entry cp_unwtables_read serves
  * for libunwind's dwarf_search_unwind_table: an entry that matches any
  * pc (start offset INT32_MIN) with FDE offset 0, so that with the

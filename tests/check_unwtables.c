@@ -928,6 +928,30 @@ static void profile_finish(struct profiling *p, char **out)
 	unlink(p->path);
 }
 
+/* Profile TARGET in MODE for 0.3 s: cprof-attach ends well (see
+ * profile_finish), and some stack is whole, main to the leaf (WHAT says
+ * what is profiled, for the messages).  */
+static void check_whole_stacks(struct tu_proc *target, enum mode mode,
+			       const char *what)
+{
+	char *text = NULL;
+	struct profiling run = {target, mode, what, "", NULL};
+	profile_start(&run, "0.3");
+	profile_finish(&run, &text);
+	ck_assert_ptr_nonnull(text);
+	char error[128];
+	struct tu_profile *p = tu_profile_parse(text, error, sizeof(error));
+	ck_assert_msg(p != NULL, "%s", error);
+	uint64_t whole = tu_profile_count_contiguous(
+		p, TU_FRAMES("main", "uw_alpha", "uw_beta", "uw_gamma"));
+	if (whole == 0)
+		tu_profile_dump(p, 10);
+	ck_assert_msg(whole > 0, "%s, %s mode: no whole stack", what,
+		      mode_names[mode]);
+	tu_profile_free(p);
+	free(text);
+}
+
 /* A saved recipe, profiled in each mode in turn on one target, which
  * must then finish its work correctly.  The corrupted search table costs
  * nothing: .eh_frame is indexed anew, so the stacks are whole.  */
@@ -941,24 +965,8 @@ static void run_recipe(const struct patch *patches, size_t n,
 	struct tu_proc *target = tu_fixture_start(copy, "6", "20", NULL);
 	ck_assert_ptr_nonnull(target);
 	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
-	for (enum mode mode = MODE_CPU; mode <= MODE_PTRACE; mode++) {
-		char *text = NULL;
-		struct profiling run = {target, mode, desc, "", NULL};
-		profile_start(&run, "0.3");
-		profile_finish(&run, &text);
-		ck_assert_ptr_nonnull(text);
-		char error[128];
-		struct tu_profile *p = tu_profile_parse(text, error, sizeof(error));
-		ck_assert_msg(p != NULL, "%s", error);
-		uint64_t whole = tu_profile_count_contiguous(
-			p, TU_FRAMES("main", "uw_alpha", "uw_beta", "uw_gamma"));
-		if (whole == 0)
-			tu_profile_dump(p, 10);
-		ck_assert_msg(whole > 0, "%s, %s mode: no whole stack", desc,
-			      mode_names[mode]);
-		tu_profile_free(p);
-		free(text);
-	}
+	for (enum mode mode = MODE_CPU; mode <= MODE_PTRACE; mode++)
+		check_whole_stacks(target, mode, desc);
 	ck_assert(tu_proc_wait_exit(target, EXIT_TIMEOUT_MS));
 	ck_assert_msg(WIFEXITED(target->status) &&
 			      WEXITSTATUS(target->status) == 0,
@@ -980,6 +988,36 @@ START_TEST(test_recipe_count_encoding)
 	run_recipe(recipe_count_enc,
 		   sizeof(recipe_count_enc) / sizeof(recipe_count_enc[0]),
 		   "count-enc");
+}
+END_TEST
+
+/* Tables found without .eh_frame_hdr: unwtables-df's own functions are
+ * described in .debug_frame only (read from the file, rewritten), and
+ * unwtables-musl (built when musl-gcc is installed) has .eh_frame but no
+ * .eh_frame_hdr, found through the file's section headers.  Before,
+ * both unwound no further than their first frame.  (Heap mode on the
+ * musl build stops at malloc: musl's libc has no CFI for it.)  */
+START_TEST(test_tables_from_files)
+{
+	struct tu_proc *target = tu_fixture_start("unwtables-df", "6", "20",
+						  NULL);
+	ck_assert_ptr_nonnull(target);
+	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
+	check_whole_stacks(target, MODE_CPU, "unwtables-df");
+	check_whole_stacks(target, MODE_HEAP, "unwtables-df");
+	check_whole_stacks(target, MODE_PTRACE, "unwtables-df");
+	tu_proc_kill(target);
+
+	if (access(CP_BUILD_DIR "/fixtures/unwtables-musl", X_OK) != 0) {
+		fprintf(stderr, "test_tables_from_files: no unwtables-musl "
+				"(musl-gcc not installed): skipped\n");
+		return;
+	}
+	target = tu_fixture_start("unwtables-musl", "6", "20", NULL);
+	ck_assert_ptr_nonnull(target);
+	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
+	check_whole_stacks(target, MODE_CPU, "unwtables-musl");
+	tu_proc_kill(target);
 }
 END_TEST
 
@@ -1110,11 +1148,12 @@ static Suite *unwtables_suite(void)
 	tcase_add_test(unit, test_real_files);
 	suite_add_tcase(suite, unit);
 
-	TCase *saved = tcase_create("saved corrupt binaries");
+	TCase *saved = tcase_create("saved corrupt binaries and other tables");
 	tcase_add_checked_fixture(saved, setup, teardown);
 	tcase_set_timeout(saved, 120);
 	tcase_add_test(saved, test_recipe_table_encoding);
 	tcase_add_test(saved, test_recipe_count_encoding);
+	tcase_add_test(saved, test_tables_from_files);
 	suite_add_tcase(suite, saved);
 
 	TCase *random = tcase_create("random corruptions");
