@@ -32,7 +32,8 @@ struct tid_upt {
 struct cp_unwinder {
 	pid_t pid;
 	unw_addr_space_t as;          /* snapshot accessors */
-	unw_addr_space_t as_ptrace;   /* libunwind-ptrace accessors */
+	unw_addr_space_t as_ptrace;   /* libunwind-ptrace's memory and
+				       * registers, our unwind tables */
 	struct cp_maps *maps;
 	struct cp_unwtables *tables;  /* the modules' checked unwind tables */
 	struct page_slot *pages;
