@@ -775,8 +775,38 @@ static const struct patch recipe_count_enc[] = {
  * so tu_fixture_start runs them (removed by teardown).  */
 static char corrupt_dir[PATH_MAX];
 
+static void remove_dir(const char *dir)
+{
+	char **names;
+	int n = tu_dir_entries(dir, &names);
+	for (int i = 0; i < n; i++) {
+		char path[PATH_MAX * 2];
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	if (n >= 0)
+		tu_free_names(names);
+	rmdir(dir);
+}
+
 static void setup(void)
 {
+	/* A failed test ends without its teardown (Check's fork mode): the
+	 * directories of test processes that are gone go now.  */
+	char **names;
+	int n = tu_dir_entries(CP_BUILD_DIR "/fixtures", &names);
+	for (int i = 0; i < n; i++) {
+		int pid;
+		char dir[PATH_MAX];
+		if (sscanf(names[i], "unwtables-corrupt-%d", &pid) == 1 &&
+		    kill(pid, 0) != 0 && errno == ESRCH) {
+			snprintf(dir, sizeof(dir), CP_BUILD_DIR "/fixtures/%s",
+				 names[i]);
+			remove_dir(dir);
+		}
+	}
+	if (n >= 0)
+		tu_free_names(names);
 	snprintf(corrupt_dir, sizeof(corrupt_dir),
 		 CP_BUILD_DIR "/fixtures/unwtables-corrupt-%d", (int)getpid());
 	mkdir(corrupt_dir, 0755);
@@ -785,16 +815,7 @@ static void setup(void)
 static void teardown(void)
 {
 	tu_cleanup();
-	char **names;
-	int n = tu_dir_entries(corrupt_dir, &names);
-	for (int i = 0; i < n; i++) {
-		char path[PATH_MAX * 2];
-		snprintf(path, sizeof(path), "%s/%s", corrupt_dir, names[i]);
-		unlink(path);
-	}
-	if (n >= 0)
-		tu_free_names(names);
-	rmdir(corrupt_dir);
+	remove_dir(corrupt_dir);
 }
 
 /* Apply PATCHES (N) to a copy of FIXTURE named NAME in the corrupt
