@@ -873,8 +873,9 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 			if (cp_target_snapshot_stack(h->target, tid,
 						     &h->snap) == 0 &&
 			    regs.rsp >= h->snap.stack_addr &&
-			    regs.rsp + 8 <= h->snap.stack_addr +
-						    h->snap.stack_len)
+			    h->snap.stack_len >= 8 &&
+			    regs.rsp - h->snap.stack_addr <=
+				    h->snap.stack_len - 8)
 				memcpy(&ret,
 				       h->snap.stack +
 					       (regs.rsp - h->snap.stack_addr),

@@ -153,8 +153,10 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp,
 	if (write)
 		return -UNW_EINVAL;
 	const struct cp_snapshot *s = uw->snap;
-	if (s && addr >= s->stack_addr &&
-	    addr + sizeof(*valp) <= s->stack_addr + s->stack_len) {
+	/* Written so that no sum can wrap: ADDR comes from the target's
+	 * stack and registers (0xffffffffffffffff + 8 is 7).  */
+	if (s && addr >= s->stack_addr && s->stack_len >= sizeof(*valp) &&
+	    addr - s->stack_addr <= s->stack_len - sizeof(*valp)) {
 		memcpy(valp, s->stack + (addr - s->stack_addr), sizeof(*valp));
 		return 0;
 	}

@@ -12,6 +12,7 @@
 
 #include "cprof/error.h"
 #include "cprof/target.h"
+#include "cprof/tpath.h"
 
 #define MAX_PHDRS 64
 #define MAX_RANGES 16
@@ -255,18 +256,19 @@ static int file_read(void *ctx, uint64_t offset, void *buf, size_t len)
  * without following a last symlink or blocking on a FIFO planted there.  */
 static void load_file(struct cp_unwtables *t, struct module *m)
 {
-	char path[PATH_MAX];
-	if (m->path[0] != '/' || !m->elf_ok ||
-	    snprintf(path, sizeof(path), "/proc/%d/root%s", (int)t->pid,
-		     m->path) >= (int)sizeof(path))
+	if (m->path[0] != '/' || !m->elf_ok)
 		return;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	/* The path is the target's: resolved inside its root (a
+	 * container's absolute symlinks stay in the container), never a
+	 * FIFO or a device, no symlink as the last component (tpath.h).  */
+	struct stat st;
+	int fd = cp_tpath_open(t->pid, m->path,
+			       CP_TPATH_IN_ROOT | CP_TPATH_NOFOLLOW, NULL, &st,
+			       NULL);
 	if (fd < 0)
 		return;
-	struct stat st;
 	struct cp_ehframe_section s;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_ino != m->inode)
+	if ((uint64_t)st.st_ino != m->inode)
 		goto out;
 	/* .eh_frame is loaded: read it from memory, as the target has it.  */
 	if (!m->eh &&

@@ -20,6 +20,8 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include "cprof/target.h"
+#include "cprof/unwinder.h"
 #include "testutil.h"
 
 #define READY_TIMEOUT_MS 10000
@@ -492,6 +494,44 @@ START_TEST(test_second_sigint_ends_it)
 }
 END_TEST
 
+/* ------------------------------------------------- hostile registers */
+
+/* The unwinder reads the copied stack for any address a target's
+ * registers and stack lead it to.  An address at the very top of the
+ * address space made the bounds check's sum wrap (0xffffffffffffffff + 8
+ * is 7), and the copy was read far outside: the tracer died of SIGSEGV
+ * (seen under load, when a sample caught a thread mid-exec).  */
+START_TEST(test_unwind_wrapping_address)
+{
+	static unsigned char stack[4096];
+	struct cp_unwinder *unwinder = NULL;
+	struct cp_snapshot snap;
+	uint64_t pcs[16];
+	static const uint64_t sps[] = {
+		0xffffffffffffffffull, 0xfffffffffffffff9ull,
+		0xfffffffffffffff8ull, 0x8000000000000000ull, 0,
+	};
+
+	ck_assert_int_eq(cp_unwinder_new(getpid(), &unwinder), 0);
+	for (size_t i = 0; i < sizeof(sps) / sizeof(sps[0]); i++) {
+		memset(&snap, 0, sizeof(snap));
+		snap.tid = getpid();
+		/* At a function's first instruction the return address is at
+		 * [rsp]: the first thing the unwinder reads.  */
+		snap.regs.rip = (uint64_t)(uintptr_t)&tu_now_ns;
+		snap.regs.rsp = sps[i];
+		snap.regs.rbp = sps[i];
+		snap.stack = stack;
+		snap.stack_cap = sizeof(stack);
+		snap.stack_len = sizeof(stack);
+		snap.stack_addr = 0x7ffd00000000ull;
+		ck_assert_uint_ge(cp_unwinder_unwind(unwinder, &snap, pcs, 16),
+				  1);
+	}
+	cp_unwinder_free(unwinder);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout)
 {
 	TCase *tc = tcase_create(name);
@@ -527,6 +567,8 @@ int main(void)
 		       test_sigterm_always_works);
 	tcase_add_test(new_case(suite, "second_sigint", 60),
 		       test_second_sigint_ends_it);
+	tcase_add_test(new_case(suite, "unwind_wrap", 30),
+		       test_unwind_wrapping_address);
 	runner = srunner_create(suite);
 	srunner_run_all(runner, CK_NORMAL);
 	failed = srunner_ntests_failed(runner);
