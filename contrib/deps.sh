@@ -17,6 +17,7 @@ packages=(
 	linux-perf elfutils time       # reference tools for make bench
 	ltrace heaptrack               # reference tools for bench/heap.sh
 	libjemalloc2                   # heap fixtures: heap-leak-jemalloc links it
+	musl-tools                     # unwind tests: a musl-gcc build (no .eh_frame_hdr)
 	procps                         # ps, used by tests and the demo
 	clang libclang-rt-dev llvm     # make fuzz: libFuzzer and the sanitizer
 	                               # runtimes; llvm-symbolizer for reports

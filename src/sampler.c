@@ -700,6 +700,12 @@ out:
 		;
 	sigprocmask(SIG_SETMASK, &saved, NULL);
 out_free:
+	/* Sampling is over: the caller lets the target go now, before we
+	 * wait for names (a debug file or a debuginfod download can take
+	 * long, and a signal that reaches a traced thread meanwhile would
+	 * wait for us).  */
+	if (o->at_end)
+		o->at_end(o->at_end_arg);
 	cp_resolver_finish(r.resolver);
 	if (o->on_sample)
 		flush_stream(&r, true);

@@ -482,7 +482,28 @@ START_TEST(test_second_sigint_ends_it)
 		      "cprof-attach did not attach");
 	tu_delay_ms(500);
 	kill(run->pid, SIGINT);
+	/* The target is let go before the names are waited for.  */
+	ck_assert_msg(tu_wait_state(fixture->pid, 0, "RS", 10000),
+		      "the fixture is not running after the first SIGINT");
+	{
+		uint64_t until = tu_now_ns() + 10000000000ull;
+
+		while (tu_traced_tasks(fixture->pid) > 0 &&
+		       tu_now_ns() < until)
+			tu_delay_ms(5);
+	}
+	ck_assert_msg(tu_traced_tasks(fixture->pid) == 0,
+		      "the target is still traced while cprof-attach waits "
+		      "for names");
 	tu_delay_ms(500);
+	{
+		char state = tu_proc_state(run->pid);
+
+		ck_assert_msg(state != 0 && state != 'Z' && state != 'X',
+			      "cprof-attach ended after one SIGINT: the "
+			      "symbolizer did not wait on the server");
+	}
+	/* More than 0.2 s after the first: a second request.  */
 	kill(run->pid, SIGINT);
 	ck_assert_msg(tu_run_wait(run, 10000),
 		      "a second SIGINT did not end cprof-attach");

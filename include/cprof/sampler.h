@@ -44,6 +44,11 @@ struct cp_sampler_options {
 	 * T_NS: when the thread was stopped, in ns since the first tick.  */
 	void (*on_sample)(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack);
 	void *on_sample_arg;
+	/* Called once the last sample is taken, before the sampler waits for
+	 * the names of the frames: the caller detaches the target here (the
+	 * sampler touches it no more).  May be NULL.  */
+	void (*at_end)(void *arg);
+	void *at_end_arg;
 };
 
 /* A log-linear histogram of durations in nanoseconds (about 3 %

@@ -810,6 +810,15 @@ static void warning(void *arg, const char *text)
 	message("warning: %s", text);
 }
 
+/* The sampler's at_end: detach *ARG (a struct cp_target **) before the
+ * slow part.  */
+static void detach_early(void *arg)
+{
+	struct cp_target **target = arg;
+	cp_target_detach(*target);
+	*target = NULL;
+}
+
 /* --dump: stop once, copy, detach, then name and print.  Detaches TARGET
  * and commits or aborts OUT.  Returns the exit code.  */
 static int run_dump(const struct options *o, struct cp_target *target,
@@ -1161,13 +1170,15 @@ int main(int argc, char **argv)
 	meta->time_nanos = (uint64_t)started.tv_sec * 1000000000u +
 			   (uint64_t)started.tv_nsec;
 	struct cp_sampler_stats stats;
+	so.at_end = detach_early;
+	so.at_end_arg = &target;
 	rc = cp_sampler_run(target, unwinder, symbols, profile, &so, &stats);
 	meta->duration_nanos = (uint64_t)(stats.elapsed * 1e9);
 	if (so.progress)
 		fputs("\r\033[K", stderr);
 
-	/* Let the target go before writing anything: it runs on while we
-	 * format.  */
+	/* The target was let go before its names were looked up (at_end);
+	 * it runs on while we format.  */
 	bool exited = stats.target_exited;
 	cp_target_detach(target);
 	target = NULL;
