@@ -1006,18 +1006,6 @@ static void expect_code_restored(pid_t pid, unsigned round)
 	      round, why);
 }
 
-/* xorshift32 with a fixed seed: the same "random" moments every run.  */
-static uint32_t next_random(uint32_t *state)
-{
-	uint32_t x = *state;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	*state = x;
-	return x;
-}
-
 /* heap-stress runs forever; cprof-attach comes and goes 20 times, ended
  * at a random moment by SIGINT, SIGTERM or its -d duration.  After each
  * run the target must be alive, untraced, with its code byte for byte
@@ -1036,7 +1024,7 @@ START_TEST(test_interrupt)
 	say("go");
 	for (unsigned round = 0; round < rounds; round++) {
 		unsigned way = round % 3;
-		unsigned delay_ms = next_random(&rng) % 401;
+		unsigned delay_ms = tu_random(&rng) % 401;
 		char output[PATH_MAX];
 		char duration[32];
 		const char *extra[3] = { NULL, NULL, NULL };

@@ -76,18 +76,6 @@ static void expect_alive_untraced(pid_t pid, const char *what, unsigned round)
 		      round, tu_traced_tasks(pid), (int)pid);
 }
 
-/* xorshift32 with a fixed seed: the same "random" moments every run.  */
-static uint32_t next_random(uint32_t *state)
-{
-	uint32_t x = *state;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	*state = x;
-	return x;
-}
-
 /* ------------------------------------------------ detach under churn */
 
 /* A target whose threads are born and joined all the time: 100 attach
@@ -261,7 +249,7 @@ START_TEST(test_sigkill_heap)
 	ready(fixture);
 	ck_assert_int_eq(write(stdin_fd, "go\n", 3), 3);
 	for (unsigned round = 0; round < 50; round++) {
-		unsigned delay_ms = next_random(&rng) % 301;
+		unsigned delay_ms = tu_random(&rng) % 301;
 		struct tu_run *run = tu_cprof_start("-q", "--heap", "-o",
 						    "/dev/null",
 						    fixture->pid_text, NULL);

@@ -1669,3 +1669,14 @@ bool tu_code_matches_files(pid_t pid, char *why, size_t why_size)
 	}
 	return same;
 }
+
+uint32_t tu_random(uint32_t *state)
+{
+	uint32_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	*state = x;
+	return x;
+}

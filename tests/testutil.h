@@ -238,6 +238,11 @@ pid_t tu_find_kernel_thread(void);
 
 /* ----------------------------------------------------------------- misc */
 
+/* The next number of a xorshift32 sequence whose state is *STATE (never
+ * 0): a fixed seed gives the same "random" moments on every run, so a
+ * failure reproduces.  */
+uint32_t tu_random(uint32_t *state);
+
 /* Monotonic clock in nanoseconds.  */
 uint64_t tu_now_ns(void);
 
