@@ -912,15 +912,19 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 		}
 	} else {
 		if (cp_insn_emulate(&bp->insn, pc, &regs, mem_read, mem_write,
-				    h) < 0 ||
-		    cp_target_set_regs(h->target, tid, &regs) < 0) {
+				    h) < 0) {
 			/* Cannot continue it correctly: rewind so it runs the
 			 * real instruction once we restore the byte.  */
 			regs.rip = pc;
-			cp_target_set_regs(h->target, tid, &regs);
-			fail(h, -CP_E_SYS);
+			if (cp_target_set_regs(h->target, tid, &regs) == 0)
+				fail(h, -CP_E_SYS);
 			return CP_TRAP_HANDLED;
 		}
+		/* A thread killed meanwhile (another thread's execve or
+		 * exit_group) takes no registers: it is gone, nothing to
+		 * continue, nothing failed.  */
+		if (cp_target_set_regs(h->target, tid, &regs) < 0)
+			return CP_TRAP_HANDLED;
 		cp_target_resume(h->target, tid);
 	}
 	if (want_stack) {
@@ -939,7 +943,10 @@ static void run_steps(struct cp_heap *h)
 	if (!h->nsteps)
 		return;
 	cp_target_hold_all(h->target);
-	for (size_t i = 0; i < h->nsteps; i++) {
+	/* An execve while the threads were stopped replaced the image our
+	 * breakpoints were in: the same addresses are other code now, and
+	 * must not get our bytes.  */
+	for (size_t i = 0; i < h->nsteps && h->phase == TRACING; i++) {
 		pid_t tid = h->steps[i];
 		struct user_regs_struct regs;
 		if (cp_target_get_regs(h->target, tid, &regs) < 0)
@@ -1000,9 +1007,11 @@ static void on_exec(void *arg)
 		h->phase = WAIT_ENTRY;
 		return;
 	}
-	/* The old image, our bytes with it, is gone.  */
+	/* The old image, our bytes with it, is gone; so are the steps
+	 * queued for it.  */
 	for (size_t i = 0; i < h->nbps; i++)
 		h->bps[i].inserted = false;
+	h->nsteps = 0;
 	h->entry.inserted = false;
 	h->nthreads = 0;
 	h->s.target_exec = true;
