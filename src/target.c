@@ -221,6 +221,18 @@ static bool cancelled(const struct cp_target *t)
  * any more (ECHILD).  */
 static int next_report(pid_t who, int timeout_ms, pid_t *tid, int *status)
 {
+	if (timeout_ms <= 0) {
+		/* No limit, or none at all: one waitpid, the cheapest (heap
+		 * mode waits here for every trap).  A signal handler of the
+		 * caller ends a blocking one early (EINTR).  */
+		pid_t got = waitpid(who, status,
+				    __WALL | (timeout_ms == 0 ? WNOHANG : 0));
+		if (got > 0) {
+			*tid = got;
+			return 1;
+		}
+		return got < 0 && errno == ECHILD ? -1 : 0;
+	}
 	/* SIGCHLD is blocked before the non-blocking check, so one that
 	 * comes between the check and the sleep stays pending and ends
 	 * the sleep: no report can be missed.  A SIGCHLD taken by some
@@ -230,10 +242,10 @@ static int next_report(pid_t who, int timeout_ms, pid_t *tid, int *status)
 	sigaddset(&chld, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &chld, &old);
 	pid_t got = waitpid(who, status, __WALL | WNOHANG);
-	if (got == 0 && timeout_ms != 0) {
+	if (got == 0) {
 		struct timespec limit = {timeout_ms / 1000,
 					 (timeout_ms % 1000) * 1000000L};
-		sigtimedwait(&chld, NULL, timeout_ms < 0 ? NULL : &limit);
+		sigtimedwait(&chld, NULL, &limit);
 		got = waitpid(who, status, __WALL | WNOHANG);
 	}
 	int saved = errno;
