@@ -711,9 +711,9 @@ START_TEST(cli_usage_errors)
 		const char *args[6];
 		const char *message;
 	} cases[] = {
-		{{NULL}, "missing command: flamegraph, diff, convert or report (see cprof --help)"},
-		{{"frob"}, "unknown command 'frob': flamegraph, diff, convert or report (see cprof --help)"},
-		{{"--frob"}, "unknown option '--frob': a command comes first (flamegraph, diff, convert or report) (see cprof --help)"},
+		{{NULL}, "missing command: flamegraph, diff, convert, report or timeline (see cprof --help)"},
+		{{"frob"}, "unknown command 'frob': flamegraph, diff, convert, report or timeline (see cprof --help)"},
+		{{"--frob"}, "unknown option '--frob': a command comes first (flamegraph, diff, convert, report or timeline) (see cprof --help)"},
 		{{"report"}, "missing IN (see cprof report --help)"},
 		{{"report", "a", "b"}, "unexpected argument 'b' (see cprof report --help)"},
 		{{"report", "--frob", "a"}, "unknown option '--frob' for cprof report (see cprof report --help)"},

@@ -1004,11 +1004,26 @@ static void join_arguments(int argc, char **argv, char *buf, size_t size)
 	}
 }
 
+/* "a, b, c or d": the names of every command, from the one table, so no
+ * message can leave one out.  */
+static const char *command_list(void)
+{
+	static char list[256];
+	size_t used = 0;
+	for (size_t i = 0; i < NCOMMANDS && used < sizeof(list); i++)
+		used += (size_t)snprintf(list + used, sizeof(list) - used,
+					 "%s%s",
+					 i == 0 ? "" :
+					 i + 1 == NCOMMANDS ? " or " : ", ",
+					 commands[i].name);
+	return list;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
 	if (argc < 2)
-		die_usage("missing command: flamegraph, diff, convert or report");
+		die_usage("missing command: %s", command_list());
 	const char *name = argv[1];
 	if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0)
 		print_main_help();
@@ -1017,15 +1032,14 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (name[0] == '-')
-		die_usage("unknown option '%s': a command comes first (flamegraph, diff, convert or report)",
-			  name);
+		die_usage("unknown option '%s': a command comes first (%s)",
+			  name, command_list());
 	const struct command *cmd = NULL;
 	for (size_t i = 0; i < NCOMMANDS && !cmd; i++)
 		if (strcmp(commands[i].name, name) == 0)
 			cmd = &commands[i];
 	if (!cmd)
-		die_usage("unknown command '%s': flamegraph, diff, convert or report",
-			  name);
+		die_usage("unknown command '%s': %s", name, command_list());
 	help_command = cmd->name;
 	o.command = cmd->name;
 	join_arguments(argc, argv, o.comment, sizeof(o.comment));
