@@ -841,6 +841,67 @@ START_TEST(test_error_bad_option)
 }
 END_TEST
 
+/* Options after the PID, and the PID as -p/--pid: the forms of the
+ * project's description and of perf, py-spy and eu-stack.  Each run
+ * profiles the fixture's chain.  */
+START_TEST(test_options_after_pid)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	const char *pid = fixture->pid_text;
+	const char *const forms[][8] = {
+		{pid, "-d", "0.5", NULL},
+		{pid, "--duration", "0.5", "-F", "199", NULL},
+		{"-F", "199", pid, "-d", "0.5", NULL},
+		{"-p", pid, "-d", "0.5", NULL},
+		{"--pid", pid, "--duration", "0.5", NULL},
+		{"-d", "0.5", "--pid", pid, NULL},
+	};
+
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct tu_run *run = tu_cprof_startv(forms[i]);
+		struct tu_profile *profile;
+
+		ck_assert_msg(run != NULL, "cannot start cprof-attach");
+		tu_run_wait(run, RUN_TIMEOUT_MS);
+		profile = expect_profile(run);
+		CHECK_RUN(tu_profile_count_subsequence(
+				  profile, TU_FRAMES("main", "chain_alpha")) > 0,
+			  run, profile, "form %zu: no main;chain_alpha stack", i);
+		tu_profile_free(profile);
+	}
+	expect_released(fixture);
+}
+END_TEST
+
+/* Operands that make no sense together: one line, exit 2.  */
+START_TEST(test_error_operands)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	const char *pid = fixture->pid_text;
+	const char *const cases[][6] = {
+		{pid, pid, NULL},
+		{"-p", pid, pid, NULL},
+		{pid, "--", "true", NULL},
+		{"--", NULL},
+		{"-d", "1", NULL},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tu_run *run = tu_cprof_startv(cases[i]);
+
+		ck_assert_msg(run != NULL, "cannot start cprof-attach");
+		tu_run_wait(run, RUN_TIMEOUT_MS);
+		CHECK_RUN(tu_run_exit_code(run) == 2, run, no_profile,
+			  "case %zu: exit %d, expected 2", i,
+			  tu_run_exit_code(run));
+		expect_error(run, 2, NULL);
+	}
+	expect_released(fixture);
+}
+END_TEST
+
 START_TEST(test_error_command_not_found)
 {
 	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "--",
@@ -1574,6 +1635,8 @@ static Suite *e2e_suite(void)
 	tcase = new_case(suite, "cli", 30);
 	tcase_add_test(tcase, test_version);
 	tcase_add_test(tcase, test_help_matches_man_page);
+	tcase_add_test(tcase, test_options_after_pid);
+	tcase_add_test(tcase, test_error_operands);
 
 	return suite;
 }

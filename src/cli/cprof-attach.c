@@ -55,12 +55,13 @@ static bool ignored_at_start[NSIG];
 enum { EXIT_FORCED = EXIT_RUNTIME };
 
 static const char usage_text[] =
-	"Usage: cprof-attach [OPTIONS] PID\n"
+	"Usage: cprof-attach [OPTIONS] PID [OPTIONS]\n"
 	"       cprof-attach [OPTIONS] -- COMMAND [ARG...]\n"
 	"       cprof-attach --heap [OPTIONS] PID | -- COMMAND [ARG...]\n"
 	"Sample the CPU stacks of a running program from outside, with ptrace;\n"
 	"with --heap, trace its allocations instead.\n"
 	"\n"
+	"  -p, --pid PID            the process to profile (or give PID as an operand)\n"
 	"  -d, --duration SECONDS   stop after SECONDS (decimals allowed); default:\n"
 	"                           until Ctrl-C or the target exits\n"
 	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
@@ -169,6 +170,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES, OPT_MIN_SAMPLES,
 	       OPT_HEAP, OPT_HEAP_METRIC, OPT_TOP };
 	static const struct option longopts[] = {
+		{"pid", required_argument, NULL, 'p'},
 		{"duration", required_argument, NULL, 'd'},
 		{"frequency", required_argument, NULL, 'F'},
 		{"output", required_argument, NULL, 'o'},
@@ -201,9 +203,20 @@ static void parse_options(int argc, char **argv, struct options *o)
 	o->unwind_mode = CP_UNWIND_SNAPSHOT;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+:d:F:o:t:qvhV", longopts,
+	/* '-' first: operands come back in order as code 1, so options may
+	 * follow the PID (perf, py-spy, eu-stack); only "--" ends the
+	 * options, and what follows it is the COMMAND, untouched.  */
+	const char *pid_text = NULL;
+	while ((c = getopt_long(argc, argv, "-:d:F:o:p:t:qvhV", longopts,
 				NULL)) != -1) {
 		switch (c) {
+		case 1:
+		case 'p':
+			if (pid_text)
+				die_usage("unexpected argument '%s': one PID only (to run a command: -- COMMAND)",
+					  optarg);
+			pid_text = optarg;
+			break;
 		case 'd': {
 			char *end;
 			errno = 0;
@@ -366,11 +379,12 @@ static void parse_options(int argc, char **argv, struct options *o)
 		    isatty(STDOUT_FILENO))
 			die_usage("pprof output is binary: give -o FILE.pb.gz");
 	}
+	/* Scanning stopped at "--" (or the end): the rest is the COMMAND.  */
 	bool dashdash = optind > 0 && optind <= argc &&
 			strcmp(argv[optind - 1], "--") == 0;
-	if (optind >= argc)
-		die_usage("missing PID or -- COMMAND");
-	if (dashdash) {
+	if (dashdash && optind < argc) {
+		if (pid_text)
+			die_usage("give a PID or -- COMMAND, not both");
 		if (o->dump)
 			die_usage("--dump needs the PID of a running process");
 		o->command = &argv[optind];
@@ -378,10 +392,11 @@ static void parse_options(int argc, char **argv, struct options *o)
 			die_usage("--tid cannot be used with a launched COMMAND");
 		return;
 	}
-	if (optind + 1 != argc)
-		die_usage("unexpected argument '%s' after the PID (to run a command: -- COMMAND)",
-			  argv[optind + 1]);
-	o->pid = (pid_t)parse_long(argv[optind], "PID", 1, INT_MAX);
+	if (dashdash && !pid_text)
+		die_usage("missing COMMAND after --");
+	if (!pid_text)
+		die_usage("missing PID or -- COMMAND");
+	o->pid = (pid_t)parse_long(pid_text, "PID", 1, INT_MAX);
 }
 
 static uint64_t monotonic_ns(void)
