@@ -100,7 +100,11 @@ struct run {
 	uint64_t *snap_times;        /* when each snapshot was taken */
 	uint64_t start;              /* CLOCK_MONOTONIC ns of the start */
 	/* samples waiting for their frames' names (on_sample) */
-	struct streamed { uint64_t t_ns; pid_t tid; uint32_t stack; } *stream;
+	struct streamed {
+		uint64_t t_ns, weight;
+		pid_t tid;
+		uint32_t stack;
+	} *stream;
 	size_t nstream, stream_cap;
 	struct owed { pid_t tid; uint32_t ticks; } *owed;
 	size_t nowed;
@@ -163,7 +167,7 @@ static void flush_stream(struct run *r, bool all)
 				break;
 		}
 		r->o->on_sample(r->o->on_sample_arg, sm->t_ns, sm->tid,
-				sm->stack);
+				sm->stack, sm->weight);
 	}
 	if (done == 0)
 		return;
@@ -173,7 +177,7 @@ static void flush_stream(struct run *r, bool all)
 }
 
 static int stream_sample(struct run *r, uint64_t t_ns, pid_t tid,
-			 uint32_t stack)
+			 uint32_t stack, uint64_t weight)
 {
 	if (r->nstream == r->stream_cap) {
 		size_t cap = r->stream_cap ? r->stream_cap * 2 : 256;
@@ -183,7 +187,8 @@ static int stream_sample(struct run *r, uint64_t t_ns, pid_t tid,
 		r->stream = grown;
 		r->stream_cap = cap;
 	}
-	r->stream[r->nstream++] = (struct streamed){t_ns, tid, stack};
+	r->stream[r->nstream++] = (struct streamed){
+		.t_ns = t_ns, .weight = weight, .tid = tid, .stack = stack};
 	return 0;
 }
 
@@ -196,7 +201,8 @@ static int record_stack(struct run *r, pid_t tid, uint64_t t_ns,
 	if (owed)
 		*owed = 0;
 	r->stats->samples += count;
-	if (r->o->on_sample && stream_sample(r, t_ns, tid, stack) < 0)
+	if (r->o->on_sample &&
+	    stream_sample(r, t_ns, tid, stack, count) < 0)
 		return -CP_E_NOMEM;
 	return cp_profile_add(r->profile, tid, stack, count);
 }

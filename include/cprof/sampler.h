@@ -41,8 +41,12 @@ struct cp_sampler_options {
 	/* Called for every sample in time order, once the frames of its
 	 * stack are named (symbolization runs on its own thread, so a sample
 	 * waits a little), for streaming writers (--format raw, trace).
-	 * T_NS: when the thread was stopped, in ns since the first tick.  */
-	void (*on_sample)(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack);
+	 * T_NS: when the thread was stopped, in ns since the first tick.
+	 * WEIGHT: the ticks the sample stands for (the count it adds to the
+	 * profile: more than 1 when ticks found the thread on its way to a
+	 * stop asked for earlier).  */
+	void (*on_sample)(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack,
+			  uint64_t weight);
 	void *on_sample_arg;
 	/* Called once the last sample is taken, before the sampler waits for
 	 * the names of the frames: the caller detaches the target here (the

@@ -784,8 +784,10 @@ static int timeline_sample(struct raw_writer *w, uint64_t t_ns, pid_t tid)
 				  w->frames, n);
 }
 
-static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack)
+static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack,
+		       uint64_t weight)
 {
+	(void)weight; /* not yet written: one line per sample */
 	struct raw_writer *w = arg;
 	bool named = false;
 	for (size_t i = 0; i < w->nnamed && !named; i++)
