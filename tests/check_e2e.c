@@ -684,6 +684,161 @@ START_TEST(test_launch_command_exits)
 }
 END_TEST
 
+/* ------------------------------------------------ launch: exit status */
+
+/* A shell loop busy for about SPIN iterations, then "exit CODE" (or
+ * "kill -SEGV $$" when CODE is NULL): a command whose end is known.  */
+static const char *busy_then(char *buf, size_t size, unsigned spin,
+			     const char *code)
+{
+	snprintf(buf, size,
+		 "i=0; while [ $i -lt %u ]; do i=$((i+1)); done; %s%s", spin,
+		 code ? "exit " : "kill -SEGV $$", code ? code : "");
+	return buf;
+}
+
+/* TEXT is a well-formed, non-empty folded profile (whatever RUN's exit
+ * status).  */
+static void expect_folded_any_status(const struct tu_run *run,
+				     const char *text)
+{
+	char error[256];
+	struct tu_profile *profile = tu_profile_parse(text, error,
+						      sizeof(error));
+	CHECK_RUN(profile != NULL, run, no_profile,
+		  "the output is not a folded profile: %s", error);
+	CHECK_RUN(tu_profile_total(profile) > 0, run, profile,
+		  "the profile is empty");
+	tu_profile_free(profile);
+}
+
+/* Launch mode exits with the command's status, as time(1) and perf
+ * record do: a build that fails is seen failing.  Here a real make whose
+ * recipe fails (make exits 2), profiled with --wall so make's own wait is
+ * sampled: exit status 2 and the profile written.  */
+START_TEST(test_launch_status_make)
+{
+	const char *dir = tu_temp_dir();
+	char makefile[4096], output[4096];
+	ck_assert_ptr_nonnull(dir);
+	snprintf(makefile, sizeof(makefile), "%s/Makefile", dir);
+	snprintf(output, sizeof(output), "%s/build.folded", dir);
+	FILE *f = fopen(makefile, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("all:\n\tsleep 0.5\n\texit 3\n", f);
+	fclose(f);
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--wall", "-q", "-o",
+					  output, "--", "make", "-s", "-C",
+					  dir, NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 2, run, no_profile,
+		  "cprof-attach exited with %d where make exits 2",
+		  tu_run_exit_code(run));
+	char *text = tu_read_file(output);
+	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
+	expect_folded_any_status(run, text);
+	free(text);
+}
+END_TEST
+
+/* The command's exit code, 128 + the signal that killed it (python3
+ * dying of SIGSEGV), and the heap mode alike.  */
+START_TEST(test_launch_status_codes)
+{
+	const char *dir = tu_temp_dir();
+	char output[4096], script[256];
+	ck_assert_ptr_nonnull(dir);
+	snprintf(output, sizeof(output), "%s/out", dir);
+
+	struct tu_run *run = tu_cprof_run(
+		RUN_TIMEOUT_MS, "-q", "-o", output, "--", "sh", "-c",
+		busy_then(script, sizeof(script), 100000, "7"), NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 7, run, no_profile,
+		  "exit status %d where the command exits 7",
+		  tu_run_exit_code(run));
+	CHECK_RUN(access(output, F_OK) == 0, run, no_profile,
+		  "no profile written");
+	unlink(output);
+
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-q", "-o", output, "--", "python3",
+			   "-c",
+			   "import os, signal\n"
+			   "sum(i * i for i in range(2000000))\n"
+			   "os.kill(os.getpid(), signal.SIGSEGV)\n",
+			   NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 128 + SIGSEGV, run, no_profile,
+		  "exit status %d where the command was killed by SIGSEGV",
+		  tu_run_exit_code(run));
+	CHECK_RUN(access(output, F_OK) == 0, run, no_profile,
+		  "no profile written");
+	unlink(output);
+
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "--heap", "-q", "-o", output, "--",
+			   "sh", "-c", busy_then(script, sizeof(script), 1000,
+						 "9"),
+			   NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 9, run, no_profile,
+		  "heap mode: exit status %d where the command exits 9",
+		  tu_run_exit_code(run));
+	CHECK_RUN(access(output, F_OK) == 0, run, no_profile,
+		  "heap mode: no report written");
+}
+END_TEST
+
+/* The duration ends first: the profile is written, then cprof-attach
+ * waits for the command and exits with its status.  */
+START_TEST(test_launch_status_after_duration)
+{
+	const char *dir = tu_temp_dir();
+	char output[4096], script[256];
+	ck_assert_ptr_nonnull(dir);
+	snprintf(output, sizeof(output), "%s/out.folded", dir);
+	struct tu_run *run = tu_cprof_run(
+		RUN_TIMEOUT_MS, "-d", "0.2", "-o", output, "--", "sh", "-c",
+		busy_then(script, sizeof(script), 1500000, "5"), NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 5, run, no_profile,
+		  "exit status %d where the command exits 5",
+		  tu_run_exit_code(run));
+	CHECK_RUN(strstr(run->err, "waiting for sh") != NULL, run, no_profile,
+		  "cprof-attach did not say it waits for the command");
+	char *text = tu_read_file(output);
+	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
+	expect_folded_any_status(run, text);
+	free(text);
+}
+END_TEST
+
+/* cprof-attach's own failure (the profile cannot be written: /dev/full)
+ * is told apart from the command's: 125, and the command's status said.
+ * A COMMAND that is not there or cannot be run: 127 and 126, as the
+ * shell, env(1) and timeout(1) say.  */
+START_TEST(test_launch_status_own_failure)
+{
+	const char *dir = tu_temp_dir();
+	char script[256], notexec[4096];
+	ck_assert_ptr_nonnull(dir);
+	struct tu_run *run = tu_cprof_run(
+		RUN_TIMEOUT_MS, "-q", "-o", "/dev/full", "--", "sh", "-c",
+		busy_then(script, sizeof(script), 100000, "0"), NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 125, run, no_profile,
+		  "exit status %d where the profile could not be written",
+		  tu_run_exit_code(run));
+	CHECK_RUN(strstr(run->err, "cannot write") != NULL &&
+			  strstr(run->err, "sh exited with status 0") != NULL,
+		  run, no_profile,
+		  "the messages do not say what failed and how sh ended");
+
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "--",
+				  "/nonexistent/cmd", NULL), 127, "cannot run");
+	snprintf(notexec, sizeof(notexec), "%s/not-executable", dir);
+	FILE *f = fopen(notexec, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("#!/bin/sh\n", f);
+	fclose(f);
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "--", notexec,
+				  NULL), 126, "cannot run");
+}
+END_TEST
+
 /* --------------------------------------------------------------- detach */
 
 /* After -d 1 the fixture (3 s) is released: running, untraced, and at the
@@ -899,13 +1054,6 @@ START_TEST(test_error_operands)
 		expect_error(run, 2, NULL);
 	}
 	expect_released(fixture);
-}
-END_TEST
-
-START_TEST(test_error_command_not_found)
-{
-	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-d", "1", "--",
-				  "/nonexistent/cmd", NULL), 2, NULL);
 }
 END_TEST
 
@@ -1597,6 +1745,12 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_launch);
 	tcase_add_test(tcase, test_launch_command_exits);
 
+	tcase = new_case(suite, "launch_status", 60);
+	tcase_add_test(tcase, test_launch_status_make);
+	tcase_add_test(tcase, test_launch_status_codes);
+	tcase_add_test(tcase, test_launch_status_after_duration);
+	tcase_add_test(tcase, test_launch_status_own_failure);
+
 	tcase = new_case(suite, "detach", 30);
 	tcase_add_test(tcase, test_detach_chain);
 	tcase_add_test(tcase, test_detach_chain_O2);
@@ -1611,7 +1765,6 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_error_already_traced);
 	tcase_add_loop_test(tcase, test_error_bad_option, 0,
 			    sizeof(bad_options) / sizeof(bad_options[0]));
-	tcase_add_test(tcase, test_error_command_not_found);
 	tcase_add_test(tcase, test_error_output_unwritable);
 	tcase_add_test(tcase, test_error_output_no_process);
 	tcase_add_test(tcase, test_output_file_atomic);

@@ -31,6 +31,11 @@
 #include "cprof/unwinder.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+/* Launch mode: cprof-attach exits with the command's status, so its own
+ * failures have codes of their own, those of env(1), nohup(1) and
+ * timeout(1): 125 for a failure of ours once the command ran, 126 for a
+ * COMMAND that cannot be run, 127 for one not found.  */
+enum { EXIT_LAUNCH_FAILED = 125, EXIT_CANNOT_RUN = 126, EXIT_NOT_FOUND = 127 };
 
 /* The only globals: what the signal handlers need.  */
 static volatile sig_atomic_t stop_requested;  /* first SIGINT/TERM/HUP */
@@ -39,6 +44,11 @@ static volatile sig_atomic_t target_written;  /* bytes of ours are in the
 					       * target (heap mode) */
 static volatile uint64_t first_stop_ns;       /* when the first came */
 static volatile pid_t launched_child;
+static int launched_status = -1;              /* its wait status, once
+					       * collected by the target */
+static volatile sig_atomic_t own_failure = 1; /* our failure's exit code:
+					       * EXIT_RUNTIME, or
+					       * EXIT_LAUNCH_FAILED */
 static volatile pid_t holder_pid;             /* in the visible process */
 static pid_t visible_pid;                     /* the process the user sees */
 /* Stop signals ignored when we started (a script's background job has
@@ -51,8 +61,6 @@ static bool ignored_at_start[NSIG];
  * on) and to the tracing process directly; timeout(1) signals its child
  * and then the child's group.  */
 #define SAME_REQUEST_NS 200000000ull
-
-enum { EXIT_FORCED = EXIT_RUNTIME };
 
 static const char usage_text[] =
 	"Usage: cprof-attach [OPTIONS] PID [OPTIONS]\n"
@@ -438,7 +446,7 @@ static void on_stop_signal(int sig, siginfo_t *info, void *context)
 			if (!target_written) {
 				say_now("cprof-attach: interrupted again: exiting "
 					"at once, without a profile\n");
-				_exit(EXIT_FORCED);
+				_exit(own_failure);
 			}
 			say_now("cprof-attach: interrupted again: restoring "
 				"the target's code and detaching, without a "
@@ -450,10 +458,14 @@ static void on_stop_signal(int sig, siginfo_t *info, void *context)
 	first_stop_ns = now;
 	stop_requested = 1;
 	/* Ctrl-C from the terminal reaches the whole foreground process group,
-	 * the launched command included; a SIGINT sent to us alone (kill) is
-	 * passed on so the command sees it as well.  */
-	if (sig == SIGINT && launched_child > 0 && info && info->si_code <= 0)
-		kill(launched_child, SIGINT);
+	 * the launched command included; a stop signal sent to us alone (kill,
+	 * timeout(1), a service manager) is passed on, so the command is
+	 * asked to end as it would be without us, and we report its status
+	 * (finish_launch).  Not the SIGTERM the kernel sends when the visible
+	 * process was killed (PR_SET_PDEATHSIG): that one is for us alone. */
+	if (launched_child > 0 && info && info->si_code <= 0 &&
+	    getppid() == visible_pid)
+		kill(launched_child, sig);
 	errno = saved_errno;
 }
 
@@ -821,6 +833,15 @@ static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack,
 		w->error = w->error ? w->error : errno ? errno : EIO;
 }
 
+/* Let TARGET go (NULL: nothing to do); a launched command's exit status,
+ * if the target collected it, is kept for finish_launch.  */
+static void detach_target(struct cp_target *target)
+{
+	if (target && launched_child > 0 && cp_target_exited(target))
+		launched_status = cp_target_exit_status(target);
+	cp_target_detach(target);
+}
+
 static void warning(void *arg, const char *text)
 {
 	(void)arg;
@@ -832,7 +853,7 @@ static void warning(void *arg, const char *text)
 static void detach_early(void *arg)
 {
 	struct cp_target **target = arg;
-	cp_target_detach(*target);
+	detach_target(*target);
 	*target = NULL;
 }
 
@@ -845,7 +866,7 @@ static int run_dump(const struct options *o, struct cp_target *target,
 	struct cp_dump *dump = NULL;
 	int rc = cp_dump_collect(target, unwinder, symbols, o->max_depth, &dump);
 	/* The threads run again already; let them go before the slow part. */
-	cp_target_detach(target);
+	detach_target(target);
 	if (rc < 0) {
 		message("cannot dump the stacks of %d: %s", (int)o->pid,
 			cp_strerror(rc));
@@ -911,7 +932,7 @@ static int run_heap(const struct options *o, struct cp_target *target,
 		else
 			message("cannot set breakpoints in process %d: %s: %s",
 				(int)pid, cp_strerror(rc), strerror(errno));
-		cp_target_detach(target);
+		detach_target(target);
 		target_written = 0;
 		cp_output_abort(out);
 		return rc == -CP_E_NOALLOC ? EXIT_USAGE : EXIT_RUNTIME;
@@ -924,12 +945,12 @@ static int run_heap(const struct options *o, struct cp_target *target,
 	int run_rc = cp_heap_run(heap);
 	int finish_rc = cp_heap_finish(heap);
 	/* Let the target go before naming and writing anything.  */
-	cp_target_detach(target);
+	detach_target(target);
 	target_written = 0;
 	if (force_requested) {
 		cp_output_abort(out);
 		cp_heap_free(heap);
-		return EXIT_FORCED;
+		return own_failure;
 	}
 	cp_heap_resolve(heap);
 	const struct cp_heap_summary *s = cp_heap_summary(heap);
@@ -1000,6 +1021,46 @@ done:
 	return exit_code;
 }
 
+/* Launch mode, at the very end: the profile is written (or could not
+ * be) and the command let go; wait for it to end, as time(1) and
+ * valgrind do, and exit with its status: its code, or 128 + the signal
+ * that killed it.  When we failed (EXIT_CODE is not 0), exit 125 and
+ * say how the command ended.  A second stop request ends the wait at
+ * once (the handler exits 125).  */
+static int finish_launch(const struct options *o, int exit_code)
+{
+	if (launched_child <= 0)
+		return exit_code;
+	int status = launched_status;
+	if (status == -1) {
+		if (!o->quiet)
+			message("waiting for %s (pid %d) to exit",
+				o->command[0], (int)launched_child);
+		while (waitpid(launched_child, &status, 0) < 0) {
+			if (errno == EINTR)
+				continue;
+			message("cannot wait for %s (pid %d): %s",
+				o->command[0], (int)launched_child,
+				strerror(errno));
+			return EXIT_LAUNCH_FAILED;
+		}
+	}
+	int command_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+					       : WEXITSTATUS(status);
+	if (exit_code == EXIT_OK)
+		return command_code;
+	if (WIFSIGNALED(status))
+		message("%s was killed by signal %d (%s); exit status %d: "
+			"cprof-attach failed (see above)",
+			o->command[0], WTERMSIG(status),
+			strsignal(WTERMSIG(status)), EXIT_LAUNCH_FAILED);
+	else
+		message("%s exited with status %d; exit status %d: "
+			"cprof-attach failed (see above)",
+			o->command[0], command_code, EXIT_LAUNCH_FAILED);
+	return EXIT_LAUNCH_FAILED;
+}
+
 int main(int argc, char **argv)
 {
 	/* A stop signal that comes before the handlers are in must not end
@@ -1058,9 +1119,11 @@ int main(int argc, char **argv)
 					      (o.heap ? CP_TARGET_FOLLOW_FORKS : 0),
 				      &target);
 		if (rc == -CP_E_EXEC) {
+			/* The shell's codes, as env(1) and timeout(1) give. */
+			exit_code = errno == ENOENT ? EXIT_NOT_FOUND
+						    : EXIT_CANNOT_RUN;
 			message("cannot run '%s': %s", o.command[0],
 				strerror(errno));
-			exit_code = EXIT_USAGE;
 			goto out;
 		}
 		if (rc < 0) {
@@ -1069,6 +1132,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		launched_child = cp_target_pid(target);
+		own_failure = EXIT_LAUNCH_FAILED;
 	} else {
 		pid_t tracer = 0;
 		/* A dump stops the threads there are now; no need to follow
@@ -1197,7 +1261,7 @@ int main(int argc, char **argv)
 	/* The target was let go before its names were looked up (at_end);
 	 * it runs on while we format.  */
 	bool exited = stats.target_exited;
-	cp_target_detach(target);
+	detach_target(target);
 	target = NULL;
 	if (force_requested)
 		goto out; /* interrupted twice: no profile */
@@ -1264,12 +1328,12 @@ int main(int argc, char **argv)
 		summary(&o, &stats, profile, path);
 	exit_code = rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 out:
-	cp_target_detach(target);
+	detach_target(target);
 	cp_output_abort(out);
 	cp_profile_free(profile);
 	cp_symbols_free(symbols);
 	cp_unwinder_free(unwinder);
 	free(o.tids);
 	free(o.debuginfo_dirs);
-	return exit_code;
+	return finish_launch(&o, exit_code);
 }
