@@ -19,6 +19,7 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <libiberty/demangle.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,10 +59,26 @@ struct cp_symbols {
 	size_t nmodules;
 	char **warned;               /* files already warned about */
 	size_t nwarned;
+	uint64_t generation;         /* changes with the set of modules */
+	uint64_t *sym_generation;    /* by id: GENERATION it was resolved in */
+	uint64_t *sym_epoch;         /* by id: EPOCH it was resolved in */
+	uint64_t epoch;              /* cp_symbols_new_epoch() calls */
+	struct cp_symbol **retired;  /* replaced unknown answers (borrowed) */
+	size_t nretired;
+	struct snapshot *captured;   /* the last capture taken over */
+	bool captured_reported;      /* its mappings were reported */
+	/* Shared with cp_symbols_capture() on another thread.  */
+	pthread_mutex_t capture_lock;
+	struct snapshot *pending;    /* a capture not yet taken over */
+	char *capture_sig;           /* the modules of the last capture */
 };
 
 struct symtab;
 static void free_symtab(struct symtab *t);
+struct snapshot;
+static void free_snapshot(struct snapshot *snap);
+static int open_kept(struct cp_symbols *s, const char *modname,
+		     struct stat *st, char **file_name);
 
 /* libdwfl's callbacks get no argument of ours; the symbolizer running the
  * lookup is found through this pointer (one lookup at a time per thread). */
@@ -103,6 +120,7 @@ static void warn(struct cp_symbols *s, const char *key, const char *fmt, ...)
 /* What we keep per libdwfl module (its userdata).  */
 struct module_data {
 	struct symtab *symtab;       /* built on first lookup */
+	bool failed;                 /* its file could not be opened */
 	bool have_file;              /* DEV and INO are the main file's */
 	dev_t dev;
 	ino_t ino;
@@ -170,20 +188,32 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 		struct module_data *md = s ? module_data(s, userdata) : NULL;
 		if (!md)
 			return -1;
-		struct cp_modfiles mf = modfiles(s);
 		struct stat st;
-		int fd = cp_modfiles_open_module(&mf, modname, &st, file_name);
+		int fd = open_kept(s, modname, &st, file_name);
+		if (fd < 0) {
+			struct cp_modfiles mf = modfiles(s);
+			fd = cp_modfiles_open_module(&mf, modname, &st,
+						     file_name);
+		}
 		if (fd >= 0) {
 			md->have_file = true;
 			md->dev = st.st_dev;
 			md->ino = st.st_ino;
 		}
+		/* Tried again at the next re-read: the loader may not have
+		 * finished mapping it, or it was looked at too late.  */
+		md->failed = fd < 0;
 		return fd;
 	}
 	/* The vDSO ("[vdso: PID]"): read from the target's memory.  */
-	if (strncmp(modname, "[vdso: ", 7) == 0)
-		return dwfl_linux_proc_find_elf(mod, userdata, modname, base,
-						file_name, elfp);
+	if (strncmp(modname, "[vdso: ", 7) == 0) {
+		int fd = dwfl_linux_proc_find_elf(mod, userdata, modname, base,
+						  file_name, elfp);
+		struct module_data *md = s ? module_data(s, userdata) : NULL;
+		if (md)
+			md->failed = fd < 0 && !*elfp;
+		return fd;
+	}
 	return -1;
 }
 
@@ -214,26 +244,331 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 					  debuginfo_file_name);
 }
 
+/* ------------------------------------------------------------ snapshots */
+
+/* A module's file kept open by a capture.  */
+struct kept_file {
+	char *path;                  /* its name in /proc/PID/maps */
+	uint64_t inode;
+	int fd;                      /* opened by modfiles.c's rules */
+	struct stat st;
+	char *file_name;             /* what the open called it */
+};
+
+/* The target's mappings at one moment and, for a capture, the files of its
+ * modules kept open.  */
+struct snapshot {
+	char *text;                  /* /proc/PID/maps */
+	size_t len;
+	struct kept_file *files;
+	size_t nfiles;
+};
+
+static void free_snapshot(struct snapshot *snap)
+{
+	if (!snap)
+		return;
+	for (size_t i = 0; i < snap->nfiles; i++) {
+		close(snap->files[i].fd);
+		free(snap->files[i].path);
+		free(snap->files[i].file_name);
+	}
+	free(snap->files);
+	free(snap->text);
+	free(snap);
+}
+
+/* Read /proc/PID/maps into *TEXT.  The kernel hands the file out a page at
+ * a time and lets the target change its mappings between two pages: while
+ * the loader maps a library, one read can miss lines or hold some twice.
+ * So it is read until two reads agree (at most 4 times); *STABLE says
+ * whether they did.  Returns 0, -CP_E_NOPROC or -CP_E_SYS/-CP_E_NOMEM.  */
+static int read_maps(pid_t pid, char **text, size_t *len, bool *stable)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	char *last = NULL;
+	size_t last_len = 0;
+	*stable = false;
+	for (int i = 0; i < 4 && !*stable; i++) {
+		char *now;
+		size_t now_len;
+		int rc = cp_procfs_slurp(path, &now, &now_len);
+		if (rc < 0) {
+			if (last)
+				break;
+			return errno == ENOENT || errno == ESRCH
+				       ? -CP_E_NOPROC
+				       : rc;
+		}
+		*stable = last && now_len == last_len &&
+			  memcmp(now, last, now_len) == 0;
+		free(last);
+		last = now;
+		last_len = now_len;
+	}
+	*text = last;
+	*len = last_len;
+	return 0;
+}
+
+/* A mapping that belongs to a module: of a file, executable or not (the
+ * module's range covers all of the file's mappings, as libdwfl's does).  */
+static bool file_mapping(const struct cp_map *m)
+{
+	return m->path[0] == '/' && m->inode != 0;
+}
+
+/* One module as a snapshot shows it.  */
+struct module_range {
+	const char *name;            /* borrowed from the maps, or VDSO */
+	uint64_t low, high;
+	uint64_t inode;
+	bool executable;
+	bool retry;                  /* made anew: its file failed before */
+};
+
+/* The modules of MAPS into *OUT (the caller frees it): the mappings of one
+ * file in a row (other mappings, the .bss, may lie between) make one
+ * module, as libdwfl's dwfl_linux_proc_report has them, with two
+ * differences.  A mapping of the same file far from where the file's
+ * first mapping puts it is not part of the module: node copies its text
+ * to huge pages elsewhere and maps its file there too, and one module
+ * from the executable to that copy would swallow every JIT region in
+ * between (named after the executable's last symbol).  And a bad line is
+ * skipped, not the end of the modules.  */
+static size_t derive_modules(const struct cp_maps *maps, const char *vdso,
+			     struct module_range **out)
+{
+	*out = NULL;
+	struct module_range *mods =
+		maps->count ? calloc(maps->count, sizeof(*mods)) : NULL;
+	if (!mods)
+		return 0;
+	size_t n = 0;
+	struct module_range *cur = NULL;
+	uint64_t cur_base = 0;       /* start - offset of its first mapping */
+	for (size_t i = 0; i < maps->count; i++) {
+		const struct cp_map *m = &maps->maps[i];
+		if (strcmp(m->path, "[vdso]") == 0) {
+			mods[n++] = (struct module_range){
+				.name = vdso, .low = m->start, .high = m->end,
+				.executable = true};
+			cur = NULL;
+			continue;
+		}
+		if (!file_mapping(m))
+			continue;
+		uint64_t base = m->start - m->offset;
+		/* Segments of one ELF file: each at its offset from the same
+		 * base, give or take the segment alignment (2 MiB for old
+		 * x86-64 binaries; up to 64 MiB allowed).  */
+		if (cur && cur->inode == m->inode &&
+		    strcmp(cur->name, m->path) == 0 && base >= cur_base &&
+		    base - cur_base < (64u << 20)) {
+			cur->high = m->end;
+			cur->executable |= m->executable;
+			continue;
+		}
+		if (cur && cur->inode == m->inode &&
+		    strcmp(cur->name, m->path) == 0) {
+			/* The same file far away: a copy, not a module (see
+			 * above); the module goes on after it.  */
+			continue;
+		}
+		cur = &mods[n++];
+		*cur = (struct module_range){.name = m->path, .low = m->start,
+					     .high = m->end, .inode = m->inode,
+					     .executable = m->executable};
+		cur_base = base;
+	}
+	*out = mods;
+	return n;
+}
+
+/* A module as libdwfl had it before a re-read.  */
+struct old_module {
+	char *name;
+	uint64_t low, high;
+	bool failed;
+	bool seen;                   /* reported again */
+};
+
+struct old_modules {
+	struct old_module *mods;
+	size_t count, cap;
+};
+
+static int remember_module(Dwfl_Module *mod, void **userdata,
+			   const char *name, Dwarf_Addr low, void *arg)
+{
+	struct old_modules *old = arg;
+	if (old->count == old->cap) {
+		size_t cap = old->cap ? old->cap * 2 : 64;
+		struct old_module *grown =
+			realloc(old->mods, cap * sizeof(*grown));
+		if (!grown)
+			return DWARF_CB_ABORT;
+		old->mods = grown;
+		old->cap = cap;
+	}
+	Dwarf_Addr high = 0;
+	dwfl_module_info(mod, NULL, NULL, &high, NULL, NULL, NULL, NULL);
+	struct module_data *md = *userdata;
+	char *copy = strdup(name ? name : "");
+	if (!copy)
+		return DWARF_CB_ABORT;
+	old->mods[old->count++] = (struct old_module){
+		copy, low, high, md && md->failed, false};
+	return DWARF_CB_OK;
+}
+
+/* Tell libdwfl the modules of the mappings TEXT shows.  A module reported
+ * again with the same name and range is libdwfl's same module (its files
+ * stay open, its symbol table built).  One whose file could not be opened
+ * is made anew, so the next lookup tries again (the loader had not
+ * finished mapping it, or the capture came later).  A module the
+ * mappings do not show goes, unless the read of them was not STABLE and
+ * no module shown takes its place: a read torn by the loader must not
+ * lose the executable.  Returns 0 or a -CP_E_* code (the modules are then
+ * as they were).  */
+static int report_text(struct cp_symbols *s, const char *text, size_t len,
+		       bool stable)
+{
+	struct cp_maps *maps;
+	if (cp_maps_parse(text, len, &maps, NULL) < 0)
+		return -CP_E_PARSE;
+	char vdso[32];
+	snprintf(vdso, sizeof(vdso), "[vdso: %d]", (int)s->pid);
+	struct module_range *mods;
+	size_t n = derive_modules(maps, vdso, &mods);
+	struct old_modules old = {0};
+	dwfl_getmodules(s->dwfl, remember_module, &old, 0);
+	bool changed = false, retry = false;
+	dwfl_report_begin(s->dwfl);
+	for (size_t i = 0; i < n; i++) {
+		struct old_module *o = NULL;
+		for (size_t j = 0; j < old.count && !o; j++)
+			if (old.mods[j].low == mods[i].low &&
+			    old.mods[j].high == mods[i].high &&
+			    strcmp(old.mods[j].name, mods[i].name) == 0)
+				o = &old.mods[j];
+		if (o)
+			o->seen = true;
+		else
+			changed = true;
+		if (o && o->failed) {
+			/* Dropped now, made anew below.  */
+			mods[i].retry = retry = true;
+			continue;
+		}
+		dwfl_report_module(s->dwfl, mods[i].name, mods[i].low,
+				   mods[i].high);
+	}
+	for (size_t j = 0; j < old.count; j++) {
+		struct old_module *o = &old.mods[j];
+		if (o->seen)
+			continue;
+		bool overlapped = false;
+		for (size_t i = 0; i < n && !overlapped; i++)
+			overlapped = mods[i].low < o->high && o->low < mods[i].high;
+		if (!stable && !overlapped && !o->failed)
+			dwfl_report_module(s->dwfl, o->name, o->low, o->high);
+		else
+			changed = true;
+	}
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	if (retry) {
+		changed = true;
+		dwfl_report_begin_add(s->dwfl);
+		for (size_t i = 0; i < n; i++)
+			if (mods[i].retry)
+				dwfl_report_module(s->dwfl, mods[i].name,
+						   mods[i].low, mods[i].high);
+		dwfl_report_end(s->dwfl, NULL, NULL);
+	}
+	if (changed)
+		s->generation++;
+	for (size_t j = 0; j < old.count; j++)
+		free(old.mods[j].name);
+	free(old.mods);
+	free(mods);
+	cp_maps_free(s->maps);
+	s->maps = maps;
+	return 0;
+}
+
+/* Take over the capture cp_symbols_capture() left, if any.  */
+static void adopt_capture(struct cp_symbols *s)
+{
+	pthread_mutex_lock(&s->capture_lock);
+	struct snapshot *snap = s->pending;
+	s->pending = NULL;
+	pthread_mutex_unlock(&s->capture_lock);
+	if (snap) {
+		free_snapshot(s->captured);
+		s->captured = snap;
+		s->captured_reported = false;
+	}
+}
+
+/* The file of module MODNAME kept by the last capture, as the current
+ * mappings name it (same path, same inode): a new descriptor for libdwfl
+ * to own, with *ST and *FILE_NAME (the caller frees it); or -1.  */
+static int open_kept(struct cp_symbols *s, const char *modname,
+		     struct stat *st, char **file_name)
+{
+	adopt_capture(s);
+	if (!s->captured)
+		return -1;
+	uint64_t inode = 0;
+	bool mapped = false;
+	for (size_t i = 0; s->maps && i < s->maps->count && !mapped; i++)
+		if (strcmp(s->maps->maps[i].path, modname) == 0) {
+			inode = s->maps->maps[i].inode;
+			mapped = true;
+		}
+	for (size_t i = 0; i < s->captured->nfiles; i++) {
+		const struct kept_file *k = &s->captured->files[i];
+		if (strcmp(k->path, modname) != 0 ||
+		    (mapped && k->inode != inode))
+			continue;
+		*file_name = strdup(k->file_name);
+		int fd = *file_name ? fcntl(k->fd, F_DUPFD_CLOEXEC, 0) : -1;
+		if (fd < 0) {
+			free(*file_name);
+			*file_name = NULL;
+			return -1;
+		}
+		*st = k->st;
+		return fd;
+	}
+	return -1;
+}
+
 /* ---------------------------------------------------------- lifecycle */
 
+/* Read the target's mappings again and report its modules.  A target
+ * gone (exited, or reaped) leaves the modules as they are, or as the last
+ * capture has them.  */
 static int report(struct cp_symbols *s)
 {
-	struct cp_maps *fresh;
-	if (cp_maps_read(s->pid, &fresh) == 0) {
-		cp_maps_free(s->maps);
-		s->maps = fresh;
+	adopt_capture(s);
+	char *text;
+	size_t len;
+	bool stable;
+	int rc = read_maps(s->pid, &text, &len, &stable);
+	if (rc < 0) {
+		if (!s->captured || s->captured_reported)
+			return rc == -CP_E_NOPROC ? rc : -CP_E_SYS;
+		s->captured_reported = true;
+		return report_text(s, s->captured->text, s->captured->len,
+				   true);
 	}
 	update_creds(s);
-	/* Called inside a lookup too (a re-read): leave CURRENT as it was. */
-	struct cp_symbols *outer = current;
-	current = s;
-	dwfl_report_begin(s->dwfl);
-	int rc = dwfl_linux_proc_report(s->dwfl, s->pid);
-	dwfl_report_end(s->dwfl, NULL, NULL);
-	current = outer;
-	if (rc != 0)
-		return rc == ENOENT || rc == ESRCH ? -CP_E_NOPROC : -CP_E_SYS;
-	return 0;
+	rc = report_text(s, text, len, stable);
+	free(text);
+	return rc;
 }
 
 static char *build_debuginfo_path(const struct cp_symbols_options *o)
@@ -265,6 +600,7 @@ int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
 		return -CP_E_NOMEM;
 	s->pid = pid;
 	s->options = options ? *options : defaults;
+	pthread_mutex_init(&s->capture_lock, NULL);
 	s->strings = cp_profile_new();
 	s->dirs = calloc(s->options.n_debuginfo_dirs + 1, sizeof(char *));
 	if (!s->strings || !s->dirs) {
@@ -334,6 +670,15 @@ void cp_symbols_free(struct cp_symbols *s)
 	}
 	free(s->modules);
 	cp_maps_free(s->maps);
+	free(s->sym_generation);
+	free(s->sym_epoch);
+	for (size_t i = 0; i < s->nretired; i++)
+		free(s->retired[i]);
+	free(s->retired);
+	free_snapshot(s->captured);
+	free_snapshot(s->pending);
+	free(s->capture_sig);
+	pthread_mutex_destroy(&s->capture_lock);
 	cp_profile_free(s->strings);
 	free(s->debuginfo_path);
 	free(s);
@@ -761,6 +1106,52 @@ static bool addr_eq(const void *ctx, uint32_t id)
 	return k->s->syms[id]->address == k->address;
 }
 
+bool cp_symbols_unknown(const struct cp_symbol *sym)
+{
+	return !sym->module && !sym->frames[0].named;
+}
+
+/* Keep the answer SYM for ID (a new address when ID is NSYMS).  An earlier
+ * unknown answer it replaces stays allocated for its borrowers.  */
+static bool store(struct cp_symbols *s, uint32_t id, uint64_t hash,
+		  struct cp_symbol *sym)
+{
+	if (id < s->nsyms) {
+		struct cp_symbol **grown = realloc(
+			s->retired, (s->nretired + 1) * sizeof(*grown));
+		if (!grown)
+			return false;
+		s->retired = grown;
+		s->retired[s->nretired++] = s->syms[id];
+	} else {
+		if (s->nsyms == s->syms_cap) {
+			uint32_t cap = s->syms_cap ? s->syms_cap * 2 : 1024;
+			struct cp_symbol **grown =
+				realloc(s->syms, cap * sizeof(*grown));
+			uint64_t *gens = realloc(s->sym_generation,
+						 cap * sizeof(*gens));
+			if (gens)
+				s->sym_generation = gens;
+			uint64_t *epochs =
+				realloc(s->sym_epoch, cap * sizeof(*epochs));
+			if (epochs)
+				s->sym_epoch = epochs;
+			if (grown)
+				s->syms = grown;
+			if (!grown || !gens || !epochs)
+				return false;
+			s->syms_cap = cap;
+		}
+		if (!cp_hashidx_insert(&s->index, hash, s->nsyms))
+			return false;
+		s->nsyms++;
+	}
+	s->syms[id] = sym;
+	s->sym_generation[id] = s->generation;
+	s->sym_epoch[id] = s->epoch;
+	return true;
+}
+
 const struct cp_symbol *cp_symbols_lookup(struct cp_symbols *s,
 					  uint64_t address)
 {
@@ -768,34 +1159,40 @@ const struct cp_symbol *cp_symbols_lookup(struct cp_symbols *s,
 	struct addr_key key = {s, address};
 	uint32_t id = cp_hashidx_find(&s->index, hash, addr_eq, &key);
 	if (id != UINT32_MAX) {
-		s->hits++;
-		return s->syms[id];
+		/* An unknown answer is asked again once the modules changed,
+		 * or in a later epoch (which may re-read the mappings).  */
+		if (!cp_symbols_unknown(s->syms[id]) ||
+		    (s->sym_generation[id] == s->generation &&
+		     s->sym_epoch[id] == s->epoch)) {
+			s->hits++;
+			return s->syms[id];
+		}
+	} else {
+		id = s->nsyms;
 	}
 	s->lookups++;
 	current = s;
 	struct cp_symbol *sym = resolve(s, address);
 	current = NULL;
 	if (!sym)
-		return &unknown_symbol;
-	if (s->nsyms == s->syms_cap) {
-		uint32_t cap = s->syms_cap ? s->syms_cap * 2 : 1024;
-		struct cp_symbol **grown = realloc(s->syms, cap * sizeof(*grown));
-		if (!grown)
-			goto fail;
-		s->syms = grown;
-		s->syms_cap = cap;
+		return id < s->nsyms ? s->syms[id] : &unknown_symbol;
+	if (id < s->nsyms && cp_symbols_unknown(sym)) {
+		/* Still unknown: the old answer will do.  */
+		free(sym);
+		s->sym_generation[id] = s->generation;
+		s->sym_epoch[id] = s->epoch;
+		return s->syms[id];
 	}
-	if (!cp_hashidx_insert(&s->index, hash, s->nsyms))
-		goto fail;
-	s->syms[s->nsyms++] = sym;
+	if (!store(s, id, hash, sym)) {
+		free(sym);
+		return id < s->nsyms ? s->syms[id] : &unknown_symbol;
+	}
 	return sym;
-fail:
-	free(sym);
-	return &unknown_symbol;
 }
 
 void cp_symbols_new_epoch(struct cp_symbols *s)
 {
+	s->epoch++;
 	s->reread_allowed = true;
 	s->perfmap_allowed = true;
 }
@@ -815,4 +1212,113 @@ void cp_symbols_stats(const struct cp_symbols *s, uint64_t *lookups,
 	*lookups = s->lookups;
 	*hits = s->hits;
 	*rereads = s->rereads;
+}
+
+uint64_t cp_symbols_generation(const struct cp_symbols *s)
+{
+	return s->generation;
+}
+
+/* The modules MAPS shows, as text to tell a change: each file mapping
+ * and the vDSO, with its range and inode.  NULL when out of memory.  */
+static char *modules_signature(const struct cp_maps *maps)
+{
+	char *sig = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&sig, &len);
+	if (!f)
+		return NULL;
+	for (size_t i = 0; i < maps->count; i++) {
+		const struct cp_map *m = &maps->maps[i];
+		if (file_mapping(m) || strcmp(m->path, "[vdso]") == 0)
+			fprintf(f, "%" PRIx64 "-%" PRIx64 " %" PRIx64 " %" PRIu64
+				   " %s\n",
+				m->start, m->end, m->offset, m->inode, m->path);
+	}
+	if (fclose(f) != 0) {
+		free(sig);
+		return NULL;
+	}
+	return sig;
+}
+
+int cp_symbols_capture(struct cp_symbols *s)
+{
+	/* Only what is fixed at cp_symbols_new() is read of S outside the
+	 * lock: PID, DIRS.  Nothing here calls libdwfl or warns (the
+	 * warnings are the lookup thread's).  */
+	char *text;
+	size_t len;
+	bool stable;
+	int rc = read_maps(s->pid, &text, &len, &stable);
+	if (rc < 0)
+		return rc;
+	struct cp_maps *maps;
+	rc = cp_maps_parse(text, len, &maps, NULL);
+	if (rc < 0) {
+		free(text);
+		return rc;
+	}
+	char *sig = modules_signature(maps);
+	pthread_mutex_lock(&s->capture_lock);
+	bool same = sig && s->capture_sig && strcmp(sig, s->capture_sig) == 0;
+	pthread_mutex_unlock(&s->capture_lock);
+	if (same || !sig) {
+		free(sig);
+		free(text);
+		cp_maps_free(maps);
+		return sig ? 0 : -CP_E_NOMEM;
+	}
+	struct snapshot *snap = calloc(1, sizeof(*snap));
+	if (!snap) {
+		free(sig);
+		free(text);
+		cp_maps_free(maps);
+		return -CP_E_NOMEM;
+	}
+	snap->text = text;
+	snap->len = len;
+	snap->files = maps->count ? calloc(maps->count, sizeof(*snap->files))
+				  : NULL;
+	struct cp_tpath_creds target_creds;
+	bool have_creds = cp_tpath_creds_read(s->pid, &target_creds) == 0;
+	struct cp_modfiles mf = {
+		.pid = s->pid,
+		.maps = maps,
+		.creds = have_creds ? &target_creds : NULL,
+		.dirs = s->dirs,
+	};
+	/* The files of executable mappings: the only ones a lookup opens.  */
+	for (size_t i = 0; snap->files && i < maps->count; i++) {
+		const struct cp_map *m = &maps->maps[i];
+		if (!file_mapping(m) || !m->executable)
+			continue;
+		bool have = false;
+		for (size_t j = 0; j < snap->nfiles && !have; j++)
+			have = snap->files[j].inode == m->inode &&
+			       strcmp(snap->files[j].path, m->path) == 0;
+		if (have)
+			continue;
+		struct kept_file *k = &snap->files[snap->nfiles];
+		k->fd = cp_modfiles_open_module(&mf, m->path, &k->st,
+						&k->file_name);
+		if (k->fd < 0)
+			continue;
+		k->path = strdup(m->path);
+		if (!k->path) {
+			close(k->fd);
+			free(k->file_name);
+			continue;
+		}
+		k->inode = m->inode;
+		snap->nfiles++;
+	}
+	cp_maps_free(maps);
+	pthread_mutex_lock(&s->capture_lock);
+	free_snapshot(s->pending);
+	s->pending = snap;
+	free(s->capture_sig);
+	s->capture_sig = sig;
+	pthread_mutex_unlock(&s->capture_lock);
+	return 0;
 }

@@ -23,8 +23,10 @@
 #include <inttypes.h>
 #include <libelf.h>
 #include <limits.h>
+#include <gelf.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cprof/procfs.h"
+#include "cprof/symbols.h"
 #include "testutil.h"
 
 #define FIXTURES CP_BUILD_DIR "/fixtures"
@@ -1555,6 +1559,166 @@ END_TEST
 
 /* ----------------------------------------------------------------- suite */
 
+/* ------------------------------------------------------------ capture */
+
+/* The address of function NAME of the module whose path ends in SUFFIX in
+ * process PID (its symbol table's value plus the load bias the mapping at
+ * offset 0 gives), or 0.  */
+static uint64_t function_address(pid_t pid, const char *suffix,
+				 const char *name)
+{
+	struct cp_maps *maps;
+	uint64_t address = 0;
+
+	if (cp_maps_read(pid, &maps) != 0)
+		return 0;
+	for (size_t i = 0; i < maps->count && address == 0; i++) {
+		const struct cp_map *m = &maps->maps[i];
+		size_t len = strlen(m->path), slen = strlen(suffix);
+		int fd;
+		Elf *elf;
+		GElf_Ehdr ehdr;
+		Elf_Scn *scn = NULL;
+
+		if (m->offset != 0 || len < slen
+		    || strcmp(m->path + len - slen, suffix) != 0)
+			continue;
+		fd = open(m->path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		elf_version(EV_CURRENT);
+		elf = elf_begin(fd, ELF_C_READ, NULL);
+		if (elf != NULL && gelf_getehdr(elf, &ehdr) != NULL) {
+			while ((scn = elf_nextscn(elf, scn)) != NULL) {
+				GElf_Shdr shdr;
+				Elf_Data *data;
+
+				if (gelf_getshdr(scn, &shdr) == NULL
+				    || shdr.sh_type != SHT_SYMTAB)
+					continue;
+				data = elf_getdata(scn, NULL);
+				for (size_t j = 0; data != NULL && shdr.sh_entsize
+				     && j < shdr.sh_size / shdr.sh_entsize; j++) {
+					GElf_Sym sym;
+					const char *sname;
+
+					if (gelf_getsym(data, (int)j, &sym) == NULL)
+						continue;
+					sname = elf_strptr(elf, shdr.sh_link,
+							   sym.st_name);
+					if (sname != NULL && strcmp(sname, name) == 0
+					    && sym.st_value != 0)
+						address = sym.st_value
+							+ (ehdr.e_type == ET_DYN
+							   ? m->start : 0);
+				}
+			}
+		}
+		if (elf != NULL)
+			elf_end(elf);
+		close(fd);
+	}
+	cp_maps_free(maps);
+	return address;
+}
+
+/* Heap mode's short-lived targets: the tracer thread captures the
+ * mappings while the target lives (here after it dlopen()ed a library the
+ * symbolizer has not seen yet), the target is gone when the names are
+ * looked up, /proc/PID with it.  Both the executable's function and the
+ * plugin's are named from the capture.  */
+START_TEST(test_capture_after_exit)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("plugin-host",
+							 LONG_RUN, NULL));
+	struct cp_symbols_options options = { .no_dwarf = false };
+	struct cp_symbols *symbols = NULL;
+	const struct cp_symbol *sym;
+	uint64_t host_work, plugin_inner;
+
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, &options, &symbols), 0);
+	ck_assert_int_eq(kill(fixture->pid, SIGUSR1), 0);
+	ck_assert_msg(tu_proc_wait_line(fixture, "loaded", READY_TIMEOUT_MS),
+		      "plugin-host did not load the plugin (stdout: %s)",
+		      fixture->output);
+	/* Held still while the addresses are taken and the capture made,
+	 * so the plugin is not unloaded in between.  */
+	ck_assert_int_eq(kill(fixture->pid, SIGSTOP), 0);
+	host_work = function_address(fixture->pid, "/plugin-host", "host_work");
+	plugin_inner = function_address(fixture->pid, "/libplugin.so",
+					"plugin_inner");
+	ck_assert_msg(host_work != 0 && plugin_inner != 0,
+		      "host_work at %#" PRIx64 ", plugin_inner at %#" PRIx64
+		      ": not both found in the fixture's mappings",
+		      host_work, plugin_inner);
+	ck_assert_int_eq(cp_symbols_capture(symbols), 0);
+	/* A second capture of the same modules changes nothing.  */
+	ck_assert_int_eq(cp_symbols_capture(symbols), 0);
+	tu_proc_kill(fixture);
+
+	cp_symbols_new_epoch(symbols);
+	sym = cp_symbols_lookup(symbols, host_work + 1);
+	ck_assert_msg(strcmp(sym->frames[0].function, "host_work") == 0,
+		      "the executable's host_work is named \"%s\" (module %s)",
+		      sym->frames[0].function, sym->module ? sym->module : "-");
+	sym = cp_symbols_lookup(symbols, plugin_inner + 1);
+	ck_assert_msg(strcmp(sym->frames[0].function, "plugin_inner") == 0,
+		      "the plugin's plugin_inner is named \"%s\" (module %s)",
+		      sym->frames[0].function, sym->module ? sym->module : "-");
+	ck_assert_str_eq(sym->module, "libplugin.so");
+	cp_symbols_free(symbols);
+}
+END_TEST
+
+/* A capture on one thread while names are looked up on another, as heap
+ * mode's tracer and resolver threads do (the sanitizer build checks the
+ * memory; each lookup must still name the function).  */
+struct capture_loop {
+	struct cp_symbols *symbols;
+	int captures;
+	int failures;
+};
+
+static void *capture_thread(void *arg)
+{
+	struct capture_loop *loop = arg;
+
+	for (int i = 0; i < loop->captures; i++)
+		if (cp_symbols_capture(loop->symbols) != 0)
+			loop->failures++;
+	return NULL;
+}
+
+START_TEST(test_capture_concurrent)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("plugin-host",
+							 LONG_RUN, NULL));
+	struct cp_symbols *symbols = NULL;
+	struct capture_loop loop = { .captures = 200 };
+	pthread_t thread;
+	uint64_t host_work = function_address(fixture->pid, "/plugin-host",
+					      "host_work");
+
+	ck_assert_msg(host_work != 0, "host_work not found");
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &symbols), 0);
+	loop.symbols = symbols;
+	ck_assert_int_eq(pthread_create(&thread, NULL, capture_thread, &loop),
+			 0);
+	for (int i = 0; i < 2000; i++) {
+		const struct cp_symbol *sym;
+
+		cp_symbols_new_epoch(symbols);
+		cp_symbols_refresh(symbols);
+		sym = cp_symbols_lookup(symbols, host_work + 1 + (uint64_t)(i % 8));
+		ck_assert_str_eq(sym->frames[0].function, "host_work");
+	}
+	pthread_join(thread, NULL);
+	ck_assert_int_eq(loop.failures, 0);
+	tu_proc_kill(fixture);
+	cp_symbols_free(symbols);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout)
 {
 	TCase *tcase = tcase_create(name);
@@ -1590,6 +1754,10 @@ static Suite *symbols_suite(void)
 	tcase = new_case(suite, "modules", 30);
 	tcase_add_test(tcase, test_plugin_unloaded);
 	tcase_add_test(tcase, test_deleted_executable);
+
+	tcase = new_case(suite, "capture", 30);
+	tcase_add_test(tcase, test_capture_after_exit);
+	tcase_add_test(tcase, test_capture_concurrent);
 
 	tcase = new_case(suite, "dump", 30);
 	tcase_add_test(tcase, test_dump_stopped);

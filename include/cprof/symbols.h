@@ -62,7 +62,9 @@ void cp_symbols_free(struct cp_symbols *symbols);
 /* Resolve ADDRESS (already adjusted: pc for the innermost frame, return
  * address - 1 for the others).  Never NULL; borrowed, valid until
  * cp_symbols_free().  An address in no known module re-reads the target's
- * mappings at most once per cp_symbols_new_epoch() call.  */
+ * mappings at most once per cp_symbols_new_epoch() call.  An unknown
+ * answer (cp_symbols_unknown) is looked up again when asked again in a
+ * later epoch or after the modules changed, never cached for good.  */
 const struct cp_symbol *cp_symbols_lookup(struct cp_symbols *symbols,
 					  uint64_t address);
 
@@ -72,6 +74,29 @@ void cp_symbols_new_epoch(struct cp_symbols *symbols);
 
 /* The target's mappings changed (exec): re-read them now.  */
 void cp_symbols_refresh(struct cp_symbols *symbols);
+
+/* Record the target's mappings now and keep its modules' files open (by
+ * the rules of cprof/tpath.h), for names looked up later, even after the
+ * target has exited: a re-read of the mappings that finds the target gone
+ * reports the modules of the last capture, and a module file is taken from
+ * the capture when it holds the same file.  Meant for the tracer thread
+ * while the target is alive (stopped or not), with lookups going on in
+ * another thread: this is the one function safe to call concurrently with
+ * the others.  Cheap when the target's modules did not change since the
+ * last capture (one read of /proc/PID/maps).  Returns 0, -CP_E_NOPROC when
+ * the target is gone, -CP_E_NOMEM or -CP_E_SYS.  */
+int cp_symbols_capture(struct cp_symbols *symbols);
+
+/* A number that changes whenever the set of known modules changed (a
+ * re-read found a library loaded or unloaded, or a module whose file could
+ * not be opened is tried again): an address that was unknown may be known
+ * since.  */
+uint64_t cp_symbols_generation(const struct cp_symbols *symbols);
+
+/* Does SYM name nothing (no module, no name from a perf map)?  Such an
+ * answer is never final: looking the address up again later, after a
+ * re-read of the mappings, may name it.  */
+bool cp_symbols_unknown(const struct cp_symbol *sym);
 
 /* Counters: distinct addresses resolved, cached hits, mapping re-reads.  */
 void cp_symbols_stats(const struct cp_symbols *symbols, uint64_t *lookups,
