@@ -106,8 +106,10 @@ struct run {
 		uint32_t stack;
 	} *stream;
 	size_t nstream, stream_cap;
-	struct owed { pid_t tid; uint32_t ticks; } *owed;
-	size_t nowed;
+	struct acct *accts;           /* per thread, between ticks */
+	size_t naccts, accts_cap;
+	struct cp_hashidx acct_index; /* tid -> index in accts */
+	uint64_t period;              /* ns between ticks */
 	uint64_t *pcs;
 	uint32_t *locs;
 	pid_t *tids;
@@ -129,23 +131,55 @@ struct unstopped {
 	uint64_t t_ns;                /* the tick */
 };
 
-/* Ticks that found TID still on its way to a stop we asked for earlier
- * (waiting for a CPU): they belong to the sample it gives when it stops,
- * whose stack is the one it had all along.  */
-static uint32_t *owed_slot(struct run *r, pid_t tid, bool create)
+/* What the sampler keeps of a thread between ticks.  */
+struct acct {
+	pid_t tid;
+	/* Ticks beyond one that the thread's next sample stands for: with
+	 * --wall, ticks that found it still on its way to a stop asked for
+	 * earlier (its stack is the one it had all along); in CPU mode, the
+	 * CPU time of the stop asked for, in ticks, minus one.  */
+	uint32_t owed;
+	bool cpu_known;     /* CPU_NS holds a reading */
+	uint64_t cpu_ns;    /* its run time at the last reading (schedstat) */
+	int64_t credit_ns;  /* CPU time run and not yet stood for by a
+			     * sample (negative: sampled ahead) */
+};
+
+struct acct_key {
+	const struct run *r;
+	pid_t tid;
+};
+
+static bool acct_eq(const void *ctx, uint32_t id)
 {
-	for (size_t i = 0; i < r->nowed; i++)
-		if (r->owed[i].tid == tid)
-			return &r->owed[i].ticks;
+	const struct acct_key *k = ctx;
+	return k->r->accts[id].tid == k->tid;
+}
+
+/* TID's accounts; created (zero) when CREATE, else NULL if none.  A TID
+ * is never removed: a thread's successor under the same TID is told by
+ * its run time going backwards.  */
+static struct acct *acct_of(struct run *r, pid_t tid, bool create)
+{
+	uint64_t hash = cp_hash_u64((uint64_t)tid);
+	struct acct_key key = {r, tid};
+	uint32_t id = cp_hashidx_find(&r->acct_index, hash, acct_eq, &key);
+	if (id != UINT32_MAX)
+		return &r->accts[id];
 	if (!create)
 		return NULL;
-	struct owed *grown = realloc(r->owed, (r->nowed + 1) * sizeof(*grown));
-	if (!grown)
+	if (r->naccts == r->accts_cap) {
+		size_t cap = r->accts_cap ? r->accts_cap * 2 : 16;
+		struct acct *grown = realloc(r->accts, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		r->accts = grown;
+		r->accts_cap = cap;
+	}
+	if (!cp_hashidx_insert(&r->acct_index, hash, (uint32_t)r->naccts))
 		return NULL;
-	r->owed = grown;
-	r->owed[r->nowed].tid = tid;
-	r->owed[r->nowed].ticks = 0;
-	return &r->owed[r->nowed++].ticks;
+	r->accts[r->naccts] = (struct acct){.tid = tid};
+	return &r->accts[r->naccts++];
 }
 
 /* Hand the streamed samples whose stacks are fully named to the caller,
@@ -196,10 +230,10 @@ static int stream_sample(struct run *r, uint64_t t_ns, pid_t tid,
 static int record_stack(struct run *r, pid_t tid, uint64_t t_ns,
 			uint32_t stack)
 {
-	uint32_t *owed = owed_slot(r, tid, false);
-	uint64_t count = 1 + (owed ? *owed : 0);
-	if (owed)
-		*owed = 0;
+	struct acct *a = acct_of(r, tid, false);
+	uint64_t count = 1 + (a ? a->owed : 0);
+	if (a)
+		a->owed = 0;
 	r->stats->samples += count;
 	if (r->o->on_sample &&
 	    stream_sample(r, t_ns, tid, stack, count) < 0)
@@ -359,9 +393,48 @@ static uint32_t truncated_location(struct run *r)
 
 static void owe_tick(struct run *r, pid_t tid)
 {
-	uint32_t *owed = owed_slot(r, tid, true);
-	if (owed)
-		(*owed)++;
+	struct acct *a = acct_of(r, tid, true);
+	if (a)
+		a->owed++;
+}
+
+/* CPU mode, at a tick that finds TH runnable: should it be stopped, and
+ * for how many ticks does its sample stand?  A runnable thread may be
+ * waiting for a CPU rather than running: it is stopped only when it has
+ * run for at least half a tick's worth of CPU time since it was last
+ * stood for, and its sample weighs the CPU time it ran, in ticks (the
+ * remainder is carried to its next sample), so a host short of CPUs
+ * does not count run-queue time as CPU (perf's cpu-clock counts only
+ * time on a CPU the same way).  Without schedstat, every tick that finds
+ * it runnable counts one, as before.  Returns the weight, 0: not now.  */
+static uint32_t cpu_weight(struct run *r, struct cp_thread *th)
+{
+	uint64_t now_cpu;
+	if (cp_target_thread_cpu_ns(r->target, th, &now_cpu) < 0)
+		return 1;
+	struct acct *a = acct_of(r, th->tid, true);
+	if (!a)
+		return 1;
+	if (!a->cpu_known || now_cpu < a->cpu_ns) {
+		/* First seen (or a new thread under an old TID): what it ran
+		 * before is not ours to count; this tick found it runnable
+		 * and counts one, as a tick always did.  */
+		a->cpu_known = true;
+		a->cpu_ns = now_cpu;
+		a->credit_ns = (int64_t)r->period;
+	} else {
+		a->credit_ns += (int64_t)(now_cpu - a->cpu_ns);
+		a->cpu_ns = now_cpu;
+	}
+	if (a->credit_ns < (int64_t)(r->period / 2)) {
+		r->stats->ticks_waiting++;
+		return 0;
+	}
+	uint64_t weight = ((uint64_t)a->credit_ns + r->period / 2) / r->period;
+	if (weight > UINT32_MAX)
+		weight = UINT32_MAX;
+	a->credit_ns -= (int64_t)(weight * r->period);
+	return (uint32_t)weight;
 }
 
 /* --wall, at a tick: sample TH without stopping it if it is off the CPU
@@ -505,6 +578,20 @@ static int tick(struct run *r)
 		    (threads[i].group_stopped ||
 		     cp_target_thread_state(r->target, &threads[i]) != 'R'))
 			continue;
+		if (!r->o->wall) {
+			/* A stop of ours still on its way: the CPU time it
+			 * runs meanwhile is counted at its next reading.  */
+			if (threads[i].interrupting)
+				continue;
+			uint32_t weight = cpu_weight(r, &threads[i]);
+			if (weight == 0)
+				continue;
+			struct acct *a = acct_of(r, threads[i].tid, true);
+			if (a)
+				a->owed = weight - 1;
+			r->tids[count++] = threads[i].tid;
+			continue;
+		}
 		struct cp_blocked_thread *bt =
 			r->blocked ? cp_blocked_thread(r->blocked,
 						       threads[i].tid)
@@ -599,6 +686,7 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 	 * many deadlines passed since we last looked — all but one of those
 	 * are missed ticks, skipped rather than made up in a burst.  */
 	const uint64_t period = 1000000000ull / (o->frequency ? o->frequency : 1);
+	r.period = period;
 	const uint64_t start = now_ns();
 	r.start = start;
 	const uint64_t end =
@@ -727,6 +815,7 @@ out_free:
 	free(r.pcs);
 	free(r.locs);
 	free(r.tids);
-	free(r.owed);
+	free(r.accts);
+	cp_hashidx_free(&r.acct_index);
 	return rc;
 }

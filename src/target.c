@@ -112,6 +112,7 @@ static struct cp_thread *add_thread(struct cp_target *t, pid_t tid,
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)t->pid,
 		 (int)tid);
 	th->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+	th->schedstat_fd = -1;
 	cp_procfs_comm(t->pid, tid, th->name, sizeof(th->name));
 	return th;
 }
@@ -121,6 +122,8 @@ static void remove_thread(struct cp_target *t, struct cp_thread *th)
 	size_t i = (size_t)(th - t->threads);
 	if (th->stat_fd >= 0)
 		close(th->stat_fd);
+	if (th->schedstat_fd >= 0)
+		close(th->schedstat_fd);
 	t->threads[i] = t->threads[t->nthreads - 1];
 	t->bounds[i] = t->bounds[t->nthreads - 1];
 	t->nthreads--;
@@ -130,9 +133,12 @@ static void free_target(struct cp_target *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->nthreads; i++)
+	for (size_t i = 0; i < t->nthreads; i++) {
 		if (t->threads[i].stat_fd >= 0)
 			close(t->threads[i].stat_fd);
+		if (t->threads[i].schedstat_fd >= 0)
+			close(t->threads[i].schedstat_fd);
+	}
 	free(t->threads);
 	free(t->bounds);
 	free(t->forks);
@@ -940,6 +946,34 @@ char cp_target_thread_state(struct cp_target *target, struct cp_thread *th)
 	if (!close || close[1] != ' ' || !close[2])
 		return '?';
 	return close[2];
+}
+
+int cp_target_thread_cpu_ns(struct cp_target *target, struct cp_thread *th,
+			    uint64_t *ns)
+{
+	if (th->schedstat_fd < 0) {
+		if (th->no_schedstat)
+			return -CP_E_SYS;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat",
+			 (int)target->pid, (int)th->tid);
+		th->schedstat_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (th->schedstat_fd < 0) {
+			th->no_schedstat = true;
+			return -CP_E_SYS;
+		}
+	}
+	/* Regenerated on every read from offset 0.  */
+	char buf[96];
+	ssize_t n = pread(th->schedstat_fd, buf, sizeof(buf), 0);
+	struct cp_task_schedstat st;
+	if (n <= 0 || cp_task_schedstat_parse(buf, (size_t)n, &st) < 0)
+		return -CP_E_SYS;
+	/* A kernel without scheduler statistics says "0 0 0" for ever.  */
+	if (st.run_ns == 0 && st.slices == 0)
+		return -CP_E_SYS;
+	*ns = st.run_ns;
+	return 0;
 }
 
 int cp_target_interrupt(struct cp_target *target, pid_t tid)

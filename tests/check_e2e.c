@@ -12,13 +12,16 @@
  * shows what cprof-attach actually produced.  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -679,6 +682,132 @@ START_TEST(test_launch_command_exits)
 	expect_chain_share(run, profile, 90);
 	CHECK_RUN(tu_text_has_line_prefix(run->out, "ok "), run, profile,
 		  "the launched command did not end with \"ok\"");
+	tu_profile_free(profile);
+	free(text);
+}
+END_TEST
+
+/* ---------------------------------------------- CPU time, not run queue */
+
+/* User + system CPU time of process PID so far (every thread, the exited
+ * ones included), in ns; 0 when unreadable.  */
+static uint64_t process_cpu_ns(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	unsigned long long utime = 0, stime = 0;
+	/* After the name: state and 10 more fields, then utime, stime. */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%llu %llu", &utime, &stime) != 2)
+		return 0;
+	return (utime + stime) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
+/* A busy loop in a child that dies with the test.  */
+static pid_t start_hog(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (volatile unsigned long i = 0;; i++)
+			;
+	}
+	return pid;
+}
+
+/* CPU mode counts CPU time, not time in the run queue: xz -T2 on a host
+ * with twice as many busy loops as CPUs spends most of its time runnable
+ * but waiting.  The profile's samples, times the period, come to the CPU
+ * time the kernel gives xz meanwhile (within 25 %; it was about 3 times
+ * that when every tick that found a thread runnable counted).  */
+START_TEST(test_cpu_time_overloaded)
+{
+	const char *dir = tu_temp_dir();
+	char input[4096], output[4096], freq[16];
+	ck_assert_ptr_nonnull(dir);
+	snprintf(input, sizeof(input), "%s/input", dir);
+	snprintf(output, sizeof(output), "%s/xz.folded", dir);
+	FILE *f = fopen(input, "w");
+	ck_assert_ptr_nonnull(f);
+	uint64_t x = 88172645463325252ull;
+	for (size_t i = 0; i < (24u << 20) / 8; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		fwrite(&x, 8, 1, f);
+	}
+	ck_assert_int_eq(fclose(f), 0);
+
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nhogs = (size_t)(cpus > 0 ? 2 * cpus : 4);
+	if (nhogs > 64)
+		nhogs = 64;
+	pid_t hogs[64];
+	for (size_t i = 0; i < nhogs; i++)
+		hogs[i] = start_hog();
+
+	pid_t xz = fork();
+	if (xz == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		execlp("xz", "xz", "-T2", "-3", "--block-size=1MiB", "-c", input,
+		       (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_gt(xz, 0);
+	char pid_text[16];
+	snprintf(pid_text, sizeof(pid_text), "%d", (int)xz);
+	usleep(300000); /* its threads started */
+	const unsigned hz = 99;
+	snprintf(freq, sizeof(freq), "%u", hz);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t before = process_cpu_ns(xz);
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, pid_text, "-F", freq,
+					  "-d", "3", "-o", output, NULL);
+	uint64_t after = process_cpu_ns(xz);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	int status;
+	bool ran_on = waitpid(xz, &status, WNOHANG) == 0;
+	kill(xz, SIGKILL);
+	waitpid(xz, &status, 0);
+	for (size_t i = 0; i < nhogs; i++) {
+		kill(hogs[i], SIGKILL);
+		waitpid(hogs[i], NULL, 0);
+	}
+	CHECK_RUN(ran_on, run, no_profile,
+		  "xz ended during the run: the input is too small here");
+	char *text = tu_read_file(output);
+	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
+	struct tu_profile *profile = expect_profile_text(run, text);
+	/* xz's share of the CPUs is steady (the busy loops never rest):
+	 * its CPU time in the sampled seconds (the summary's "in S s") is
+	 * the measured CPU time scaled to them.  Attaching, naming and
+	 * writing take the rest of the window.  */
+	const char *in = strstr(run->err, " threads in ");
+	double sampled_s = in ? strtod(in + 12, NULL) : 0;
+	double window_s = (double)(t1.tv_sec - t0.tv_sec) +
+			  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	double profiled = (double)tu_profile_total(profile) * 1e9 / hz;
+	double cpu = (double)(after - before) * sampled_s / window_s;
+	fprintf(stderr, "cpu_time: %" PRIu64 " samples, %.0f ms; xz %.0f ms "
+		"on a CPU in %.2f s sampled (%zu busy loops)\n",
+		tu_profile_total(profile), profiled / 1e6, cpu / 1e6, sampled_s,
+		nhogs);
+	CHECK_RUN(cpu > 0 && profiled > 0.75 * cpu && profiled < 1.25 * cpu,
+		  run, profile,
+		  "%" PRIu64 " samples stand for %.0f ms of CPU; xz ran %.0f ms "
+		  "on a CPU in the %.2f s sampled (%.0f ms in the %.2f s "
+		  "window; %zu busy loops beside it)",
+		  tu_profile_total(profile), profiled / 1e6, cpu / 1e6,
+		  sampled_s, (double)(after - before) / 1e6, window_s, nhogs);
 	tu_profile_free(profile);
 	free(text);
 }
@@ -1744,6 +1873,9 @@ static Suite *e2e_suite(void)
 			    sizeof(stop_signals) / sizeof(stop_signals[0]));
 	tcase_add_test(tcase, test_launch);
 	tcase_add_test(tcase, test_launch_command_exits);
+
+	tcase = new_case(suite, "cpu_time", 60);
+	tcase_add_test(tcase, test_cpu_time_overloaded);
 
 	tcase = new_case(suite, "launch_status", 60);
 	tcase_add_test(tcase, test_launch_status_make);

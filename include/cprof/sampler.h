@@ -79,6 +79,10 @@ struct cp_sampler_stats {
 	uint64_t threads_seen;
 	size_t threads_now;
 	uint64_t unwind_errors;   /* snapshots whose pc could not be read */
+	/* CPU mode: ticks that found a thread runnable that had run less
+	 * than half a tick's CPU time since its last sample (it was waiting
+	 * for a CPU): not stopped, not counted.  */
+	uint64_t ticks_waiting;
 	/* --wall, threads off the CPU, sampled without a ptrace stop (see
 	 * "Blocked threads" in cprof-attach(1)); each counts ticks.  */
 	uint64_t samples_unchanged; /* had not run: its last stack again */

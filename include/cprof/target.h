@@ -21,6 +21,9 @@ struct cp_target;
 struct cp_thread {
 	pid_t tid;
 	int stat_fd;          /* /proc/PID/task/TID/stat, kept open for pread */
+	int schedstat_fd;     /* /proc/PID/task/TID/schedstat, opened on first
+			       * use (cp_target_thread_cpu_ns), -1 before */
+	bool no_schedstat;    /* it could not be opened: not asked again */
 	bool selected;        /* sampled (all threads unless -t was given) */
 	bool group_stopped;   /* in a group-stop (SIGSTOP): resumed with LISTEN */
 	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */
@@ -150,6 +153,14 @@ size_t cp_target_interrupts_outstanding(const struct cp_target *target);
 /* The run state letter of THREAD from /proc (pread on the kept fd), '?'
  * when unreadable.  Read this before interrupting: after, it is 't'.  */
 char cp_target_thread_state(struct cp_target *target, struct cp_thread *thread);
+
+/* The CPU time THREAD has run, in ns, into *NS (the first field of
+ * /proc/PID/task/TID/schedstat: time on a CPU, not time waiting for one;
+ * one pread on a descriptor kept open after the first call).  Returns 0,
+ * or -CP_E_SYS when the kernel does not give it (no CONFIG_SCHED_INFO,
+ * the thread gone, out of descriptors).  */
+int cp_target_thread_cpu_ns(struct cp_target *target,
+			    struct cp_thread *thread, uint64_t *ns);
 
 /* Ask thread TID to stop (PTRACE_INTERRUPT) without waiting; collect
  * the stop with cp_target_wait_any.  Interrupting every thread first and

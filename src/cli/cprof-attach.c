@@ -710,6 +710,10 @@ static void summary(const struct options *o, const struct cp_sampler_stats *s,
 			(double)cp_hist_quantile(&s->stopped, 0.99) / 1000.0,
 			share);
 	}
+	if (o->verbose && !o->wall)
+		message("%" PRIu64 " ticks found a thread runnable but not "
+			"run since its last sample (waiting for a CPU): not "
+			"counted", s->ticks_waiting);
 	if (s->samples == 0 && !o->wall)
 		message("no samples: no thread of the target was running on a CPU; for blocked or sleeping threads use --wall");
 	if (strcmp(path, "-") == 0)
