@@ -16,6 +16,7 @@ packages=(
 	check                          # unit and end-to-end tests
 	linux-perf elfutils time       # reference tools for make bench
 	ltrace heaptrack               # reference tools for bench/heap.sh
+	valgrind                       # heap tests: totals compared with memcheck's
 	libjemalloc2                   # heap fixtures: heap-leak-jemalloc links it
 	musl-tools                     # unwind tests: a musl-gcc build (no .eh_frame_hdr)
 	procps                         # ps, used by tests and the demo

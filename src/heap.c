@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -17,9 +19,11 @@
 #include "cprof/error.h"
 #include "cprof/insn.h"
 #include "cprof/procfs.h"
+#include "cprof/tpath.h"
 #include "resolver.h"
 
 #define INT3 0xcc
+#define RET 0xc3
 #define TEMPORARY_NS 1000000ull       /* freed within 1 ms */
 #define POINT_NS 100000000ull         /* a timeline point every 100 ms */
 
@@ -91,6 +95,9 @@ struct cp_heap {
 	struct breakpoint bps[CP_HEAP_NFN];
 	size_t nbps;
 	struct breakpoint entry;  /* launch mode: at the program's entry */
+	struct breakpoint loader; /* at the dynamic linker's r_brk */
+	uint64_t r_debug;         /* its struct r_debug, 0 when unknown */
+	struct cp_symbols *symbols;
 	char where[256];          /* modules the breakpoints are in */
 	uint64_t alloc_lo, alloc_hi; /* the file mapping free() is in */
 	uint64_t free_rsp;        /* stack pointer at the free being handled */
@@ -460,14 +467,31 @@ static int mem_write(void *arg, uint64_t addr, void *buf, size_t len)
 	return cp_target_write(h->pid, addr, buf, len) == 0 ? 0 : -1;
 }
 
+/* Run BP's displaced instruction at PC on REGS.  Returns 0 or -1.  */
+static int emulate(struct cp_heap *h, const struct breakpoint *bp,
+		   uint64_t pc, struct user_regs_struct *regs)
+{
+	if (bp->orig[0] == RET) {
+		uint64_t ret;
+		if (!read_u64(h->pid, regs->rsp, &ret))
+			return -1;
+		regs->rip = ret;
+		regs->rsp += 8;
+		return 0;
+	}
+	return cp_insn_emulate(&bp->insn, pc, regs, mem_read, mem_write, h) < 0
+		       ? -1
+		       : 0;
+}
+
 /* ------------------------------------------------------ allocator lookup */
 
 struct module {
-	char path[4096];   /* to open, under /proc/PID/root */
 	char name[128];    /* basename, for messages */
 	uint64_t bias;     /* load bias (link_map l_addr) */
+	uint64_t inside;   /* an address in one of its file mappings (its
+			    * dynamic section), 0 for the executable */
 };
-
 
 static uint64_t auxv_value(pid_t pid, uint64_t type)
 {
@@ -485,6 +509,52 @@ static uint64_t auxv_value(pid_t pid, uint64_t type)
 		}
 	close(fd);
 	return value;
+}
+
+/* Open the file process PID has mapped at ADDR, the way every file of the
+ * target is opened (cprof/tpath.h): the mapping itself through
+ * /proc/PID/map_files, or without the privilege for that its path in the
+ * target's root by the target's rules, and only while that path is still
+ * the inode mapped.  The names the link map gives are the target's to
+ * write and are never opened.  Returns a descriptor or -1.  */
+static int open_mapped(pid_t pid, uint64_t addr)
+{
+	struct cp_maps *maps = NULL;
+	if (cp_maps_read(pid, &maps) < 0)
+		return -1;
+	int fd = -1;
+	const struct cp_map *m = cp_maps_find(maps, addr);
+	if (m && m->path[0] == '/') {
+		fd = cp_tpath_open_mapped(pid, m->start, m->end, NULL, NULL);
+		if (fd == -CP_E_SYS) {
+			struct cp_tpath_creds creds;
+			struct stat st;
+			fd = -1;
+			if (cp_tpath_creds_read(pid, &creds) == 0)
+				fd = cp_tpath_open(pid, m->path,
+						   CP_TPATH_IN_ROOT |
+							   CP_TPATH_NOFOLLOW |
+							   CP_TPATH_READABLE,
+						   &creds, &st, NULL);
+			if (fd >= 0 && (uint64_t)st.st_ino != m->inode) {
+				close(fd);
+				fd = -1;
+			}
+		}
+	}
+	cp_maps_free(maps);
+	return fd < 0 ? -1 : fd;
+}
+
+/* Open module M of process PID: the executable through /proc/PID/exe
+ * (the kernel's link to the file it runs), a library by its mapping.  */
+static int open_module(pid_t pid, const struct module *m)
+{
+	if (m->inside)
+		return open_mapped(pid, m->inside);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
 /* The executable's load bias and the run-time address of its dynamic
@@ -532,16 +602,10 @@ out:
 	return rc;
 }
 
-/* The modules in link-map order (the order the dynamic linker resolves
- * symbols in), or just the executable when there is no link map.  */
-static int list_modules(pid_t pid, struct module **out, size_t *n)
+/* The address of the dynamic linker's struct r_debug, from the
+ * executable's DT_DEBUG (0 when static or not yet filled in).  */
+static uint64_t exe_r_debug(pid_t pid, uint64_t dynamic)
 {
-	uint64_t bias = 0, dynamic = 0;
-	int rc = exe_layout(pid, &bias, &dynamic);
-	if (rc < 0)
-		return rc;
-	struct module *mods = NULL;
-	size_t count = 0, cap = 0;
 	uint64_t r_debug = 0;
 	for (int i = 0; dynamic && i < 1024; i++) {
 		uint64_t dyn[2];
@@ -552,17 +616,34 @@ static int list_modules(pid_t pid, struct module **out, size_t *n)
 		if (dyn[0] == DT_DEBUG)
 			r_debug = dyn[1];
 	}
+	return r_debug;
+}
+
+/* The modules in link-map order (the order the dynamic linker resolves
+ * symbols in), or just the executable when there is no link map.
+ * R_DEBUG: where the dynamic linker's struct r_debug is when known (0:
+ * from the executable's DT_DEBUG); *R_DEBUG_OUT gets the one used.  */
+static int list_modules(pid_t pid, uint64_t r_debug, struct module **out,
+			size_t *n, uint64_t *r_debug_out)
+{
+	uint64_t bias = 0, dynamic = 0;
+	int rc = exe_layout(pid, &bias, &dynamic);
+	if (rc < 0)
+		return rc;
+	struct module *mods = NULL;
+	size_t count = 0, cap = 0;
+	if (!r_debug)
+		r_debug = exe_r_debug(pid, dynamic);
+	*r_debug_out = r_debug;
 	uint64_t lm = 0;
 	if (r_debug)
-		read_u64(pid, r_debug + 8, &lm); /* r_debug.r_map */
+		read_u64(pid, r_debug + offsetof(struct r_debug, r_map), &lm);
 	if (!lm) {
 		/* Static, or the dynamic linker has not run: the executable
 		 * alone.  */
 		mods = calloc(1, sizeof(*mods));
 		if (!mods)
 			return -CP_E_NOMEM;
-		snprintf(mods[0].path, sizeof(mods[0].path), "/proc/%d/exe",
-			 (int)pid);
 		snprintf(mods[0].name, sizeof(mods[0].name), "executable");
 		mods[0].bias = bias;
 		*out = mods;
@@ -587,17 +668,17 @@ static int list_modules(pid_t pid, struct module **out, size_t *n)
 		}
 		struct module *m = &mods[count];
 		if (count == 0 && name[0] == '\0') {
-			snprintf(m->path, sizeof(m->path), "/proc/%d/exe",
-				 (int)pid);
 			snprintf(m->name, sizeof(m->name), "executable");
 			m->bias = bias;
+			m->inside = 0;
 			count++;
-		} else if (name[0] == '/') {
-			snprintf(m->path, sizeof(m->path), "/proc/%d/root%s",
-				 (int)pid, name);
+		} else if (name[0] == '/' && l[2]) {
+			/* The name is only for messages: the file is the one
+			 * mapped where its dynamic section (l_ld) is.  */
 			const char *base = strrchr(name, '/');
 			snprintf(m->name, sizeof(m->name), "%s", base + 1);
 			m->bias = l[0];
+			m->inside = l[2];
 			count++;
 		}
 		/* else the vDSO ("linux-vdso.so.1"): no file, no malloc.  */
@@ -608,14 +689,16 @@ static int list_modules(pid_t pid, struct module **out, size_t *n)
 	return count ? 0 : -CP_E_NOALLOC;
 }
 
-/* Look for the traced functions MODULE defines and exports and that no
- * earlier module defined; fill ADDRS.  */
-static void scan_module(const struct module *m, uint64_t addrs[CP_HEAP_NFN],
-			const char *where[CP_HEAP_NFN], bool static_exe)
+/* Look in the ELF file FD for the functions named NAMES[0..N) that it
+ * defines and exports (the static executable's .symtab too when
+ * STATIC_EXE) and whose VALUES are still 0; fill those with the symbol
+ * values plus BIAS and return how many were found.  DATA_TOO: objects
+ * count as well as functions.  */
+static size_t find_symbols(int fd, const char *const *names, size_t n,
+			   uint64_t *values, uint64_t bias, bool static_exe,
+			   bool data_too)
 {
-	int fd = open(m->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
+	size_t found = 0;
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	Elf_Scn *scn = NULL;
 	while (elf && (scn = elf_nextscn(elf, scn))) {
@@ -646,7 +729,8 @@ static void scan_module(const struct module *m, uint64_t addrs[CP_HEAP_NFN],
 				continue;
 			int type = GELF_ST_TYPE(sym.st_info);
 			int bind = GELF_ST_BIND(sym.st_info);
-			if (type != STT_FUNC ||
+			if ((type != STT_FUNC &&
+			     !(data_too && type == STT_OBJECT)) ||
 			    (bind != STB_GLOBAL && bind != STB_WEAK))
 				continue;
 			if (versym) {
@@ -659,16 +743,95 @@ static void scan_module(const struct module *m, uint64_t addrs[CP_HEAP_NFN],
 				elf_strptr(elf, sh.sh_link, sym.st_name);
 			if (!name)
 				continue;
-			for (int f = 0; f < CP_HEAP_NFN; f++)
-				if (!addrs[f] && strcmp(name, fn_names[f]) == 0) {
-					addrs[f] = m->bias + sym.st_value;
-					where[f] = m->name;
+			for (size_t f = 0; f < n; f++)
+				if (!values[f] && strcmp(name, names[f]) == 0) {
+					values[f] = bias + sym.st_value;
+					found++;
 				}
 		}
 	}
 	if (elf)
 		elf_end(elf);
+	return found;
+}
+
+/* Look for the traced functions module M of process PID defines and
+ * exports and that no earlier module defined; fill ADDRS.  */
+static void scan_module(pid_t pid, const struct module *m,
+			uint64_t addrs[CP_HEAP_NFN],
+			const char *where[CP_HEAP_NFN], bool static_exe)
+{
+	int fd = open_module(pid, m);
+	if (fd < 0)
+		return;
+	uint64_t found[CP_HEAP_NFN] = {0};
+	for (int f = 0; f < CP_HEAP_NFN; f++)
+		found[f] = addrs[f] ? 1 : 0; /* taken by an earlier module */
+	find_symbols(fd, fn_names, CP_HEAP_NFN, found, m->bias, static_exe,
+		     false);
+	for (int f = 0; f < CP_HEAP_NFN; f++)
+		if (!addrs[f] && found[f]) {
+			addrs[f] = found[f];
+			where[f] = m->name;
+		}
 	close(fd);
+}
+
+/* Launch mode: the dynamic linker is mapped at BASE and has not run.  Find
+ * in its file the function it calls after each change of the link map
+ * (_dl_debug_state, which glibc and musl export for debuggers: the r_brk
+ * of struct r_debug, not yet filled in) and its struct r_debug.  Returns
+ * 0 or -1.  */
+static int loader_symbols(pid_t pid, uint64_t base, uint64_t *brk,
+			  uint64_t *r_debug)
+{
+	static const char *const names[] = { "_dl_debug_state", "_r_debug" };
+	uint64_t values[2] = {0, 0};
+	int fd = open_mapped(pid, base);
+	if (fd < 0)
+		return -1;
+	/* The loader is linked at 0 (ET_DYN): BASE is its bias.  */
+	find_symbols(fd, names, 2, values, base, false, true);
+	close(fd);
+	*brk = values[0];
+	*r_debug = values[1];
+	return values[0] ? 0 : -1;
+}
+
+/* The breakpoint of ours at ADDR, the loader's included.  */
+static struct breakpoint *any_bp(struct cp_heap *h, uint64_t addr)
+{
+	if (h->loader.inserted && h->loader.addr == addr)
+		return &h->loader;
+	return find_bp(h, addr);
+}
+
+/* Set the breakpoint on the dynamic linker's r_brk at ADDR: the function
+ * it calls, empty, after every change of the link map, for debuggers to
+ * break on (glibc's _dl_debug_state is a bare ret, emulated here).  Not
+ * having it costs only the news of dlopen and dlclose.  */
+static void set_loader_bp(struct cp_heap *h, uint64_t addr)
+{
+	struct breakpoint *bp = &h->loader;
+	memset(bp, 0, sizeof(*bp));
+	bp->addr = addr;
+	bp->fn = CP_HEAP_NFN;
+	if (cp_target_read_mem(h->pid, addr, bp->orig, sizeof(bp->orig)) < 0 ||
+	    bp->orig[0] == INT3)
+		return;
+	bp->emulate = !h->o.force_step &&
+		      (bp->orig[0] == RET ||
+		       cp_insn_decode(bp->orig, sizeof(bp->orig), &bp->insn) ==
+			       0);
+	if (insert_bp(h, bp) < 0)
+		restore_bp(h->pid, bp);
+}
+
+/* The target's mappings changed (tracing began; a dlopen or dlclose is
+ * complete): the unwinder forgets what it cached of them.  */
+static void mappings_changed(struct cp_heap *h)
+{
+	cp_unwinder_invalidate(h->unwinder);
 }
 
 /* Find the entry points and set the breakpoints.  */
@@ -676,14 +839,14 @@ static int arm(struct cp_heap *h)
 {
 	struct module *mods = NULL;
 	size_t nmods = 0;
-	int rc = list_modules(h->pid, &mods, &nmods);
+	int rc = list_modules(h->pid, h->r_debug, &mods, &nmods, &h->r_debug);
 	if (rc < 0)
 		return rc;
 	uint64_t addrs[CP_HEAP_NFN] = {0};
 	const char *where[CP_HEAP_NFN] = {0};
 	elf_version(EV_CURRENT);
 	for (size_t i = 0; i < nmods; i++)
-		scan_module(&mods[i], addrs, where, nmods == 1);
+		scan_module(h->pid, &mods[i], addrs, where, nmods == 1);
 	h->nbps = 0;
 	h->where[0] = '\0';
 	for (int f = 0; f < CP_HEAP_NFN; f++) {
@@ -745,6 +908,14 @@ static int arm(struct cp_heap *h)
 		h->t0_ns = now_ns();
 		h->next_point_ns = h->t0_ns;
 		add_points(h, h->t0_ns);
+		/* Attached: the loader's notifications tell us of dlopen and
+		 * dlclose from now on.  */
+		uint64_t brk = 0;
+		if (!h->loader.inserted && h->r_debug &&
+		    read_u64(h->pid, h->r_debug + offsetof(struct r_debug, r_brk),
+			     &brk) && brk)
+			set_loader_bp(h, brk);
+		mappings_changed(h);
 	}
 out:
 	if (rc < 0) {
@@ -808,6 +979,67 @@ static enum cp_target_trap entry_trap(struct cp_heap *h, pid_t tid,
 	return CP_TRAP_HANDLED;
 }
 
+/* Let thread TID, stopped at BP's int3 with REGS, go on past the
+ * displaced instruction: emulated, or queued for a step with every
+ * thread held (run_steps).  */
+static void pass_bp(struct cp_heap *h, pid_t tid, struct breakpoint *bp,
+		    uint64_t pc, struct user_regs_struct *regs)
+{
+	if (!bp->emulate) {
+		regs->rip = pc;
+		cp_target_set_regs(h->target, tid, regs);
+		if (!grow((void **)&h->steps, sizeof(*h->steps), h->nsteps + 1,
+			  &h->steps_cap))
+			fail(h, -CP_E_NOMEM);
+		else
+			h->steps[h->nsteps++] = tid;
+		return;
+	}
+	if (emulate(h, bp, pc, regs) < 0) {
+		regs->rip = pc;
+		if (cp_target_set_regs(h->target, tid, regs) == 0)
+			fail(h, -CP_E_SYS);
+		return;
+	}
+	if (cp_target_set_regs(h->target, tid, regs) == 0)
+		cp_target_resume(h->target, tid);
+}
+
+/* The dynamic linker's notification: the link map changed.  Launch mode,
+ * before tracing: once it is consistent with the program's libraries
+ * mapped (and none of their constructors run yet), the allocator is
+ * there to be found.  */
+static enum cp_target_trap loader_trap(struct cp_heap *h, pid_t tid,
+				       struct user_regs_struct *regs,
+				       bool hold)
+{
+	uint64_t pc = regs->rip - 1;
+	if (hold) {
+		regs->rip = pc;
+		cp_target_set_regs(h->target, tid, regs);
+		return CP_TRAP_HANDLED;
+	}
+	int32_t state = -1;
+	if (h->r_debug &&
+	    cp_target_read(h->pid, h->r_debug + offsetof(struct r_debug, r_state),
+			   &state, sizeof(state)) != (ssize_t)sizeof(state))
+		state = -1;
+	if (state == RT_CONSISTENT && h->phase == WAIT_ENTRY) {
+		int rc = arm(h);
+		if (rc == 0 && h->entry.inserted) {
+			if (restore_bp(h->pid, &h->entry) < 0)
+				fail(h, -CP_E_SYS);
+			h->entry.inserted = false;
+		} else if (rc < 0 && rc != -CP_E_NOALLOC) {
+			fail(h, rc); /* else: the entry point may do */
+		}
+	} else if (state == RT_CONSISTENT && h->phase == TRACING) {
+		mappings_changed(h);
+	}
+	pass_bp(h, tid, &h->loader, pc, regs);
+	return CP_TRAP_HANDLED;
+}
+
 static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 {
 	struct cp_heap *h = arg;
@@ -817,6 +1049,8 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 	uint64_t pc = regs.rip - 1;
 	if (h->entry.inserted && pc == h->entry.addr)
 		return entry_trap(h, tid, &regs, hold);
+	if (h->loader.inserted && pc == h->loader.addr)
+		return loader_trap(h, tid, &regs, hold);
 	struct breakpoint *bp = find_bp(h, pc);
 	if (!bp)
 		return CP_TRAP_NOT_OURS;
@@ -911,8 +1145,7 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 			h->steps[h->nsteps++] = tid;
 		}
 	} else {
-		if (cp_insn_emulate(&bp->insn, pc, &regs, mem_read, mem_write,
-				    h) < 0) {
+		if (emulate(h, bp, pc, &regs) < 0) {
 			/* Cannot continue it correctly: rewind so it runs the
 			 * real instruction once we restore the byte.  */
 			regs.rip = pc;
@@ -951,7 +1184,7 @@ static void run_steps(struct cp_heap *h)
 		struct user_regs_struct regs;
 		if (cp_target_get_regs(h->target, tid, &regs) < 0)
 			continue;
-		struct breakpoint *bp = find_bp(h, regs.rip);
+		struct breakpoint *bp = any_bp(h, regs.rip);
 		if (!bp)
 			continue;
 		if (restore_bp(h->pid, bp) < 0) {
@@ -981,6 +1214,8 @@ static void on_fork(void *arg, pid_t parent, pid_t child, bool vfork)
 			fail(h, -CP_E_SYS);
 	if (h->entry.inserted && restore_bp(child, &h->entry) < 0)
 		fail(h, -CP_E_SYS);
+	if (h->loader.inserted && restore_bp(child, &h->loader) < 0)
+		fail(h, -CP_E_SYS);
 	/* Only the forking thread lives on in the child.  */
 	struct tstate *ts = tstate(h, parent, false);
 	uint64_t slot = 0;
@@ -1004,6 +1239,13 @@ static void on_exec(void *arg)
 			h->phase = DONE;
 			return;
 		}
+		/* Dynamically linked: the loader's notifications come
+		 * sooner, once the libraries are mapped and before their
+		 * constructors run (which may allocate: libstdc++'s
+		 * emergency pool).  The entry point stays the fallback.  */
+		uint64_t base = auxv_value(h->pid, AT_BASE), brk = 0;
+		if (base && loader_symbols(h->pid, base, &brk, &h->r_debug) == 0)
+			set_loader_bp(h, brk);
 		h->phase = WAIT_ENTRY;
 		return;
 	}
@@ -1013,6 +1255,7 @@ static void on_exec(void *arg)
 		h->bps[i].inserted = false;
 	h->nsteps = 0;
 	h->entry.inserted = false;
+	h->loader.inserted = false;
 	h->nthreads = 0;
 	h->s.target_exec = true;
 	h->phase = DONE;
@@ -1039,6 +1282,7 @@ int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 	h->pid = cp_target_pid(target);
 	h->unwinder = unwinder;
 	h->profile = profile;
+	h->symbols = symbols;
 	h->o = *options;
 	if (h->o.max_depth < 1)
 		h->o.max_depth = 1;
@@ -1070,6 +1314,7 @@ int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 				rc = -CP_E_GONE;
 				goto fail;
 			}
+			run_steps(h);
 			if (h->error) {
 				rc = h->error;
 				goto fail;
@@ -1165,7 +1410,7 @@ int cp_heap_finish(struct cp_heap *h)
 		h->s.duration = (double)(end - h->t0_ns) / 1e9;
 	}
 	h->phase = DONE;
-	bool any = h->entry.inserted;
+	bool any = h->entry.inserted || h->loader.inserted;
 	for (size_t i = 0; i < h->nbps; i++)
 		any |= h->bps[i].inserted;
 	if (any && !cp_target_exited(h->target) &&
@@ -1183,7 +1428,7 @@ int cp_heap_finish(struct cp_heap *h)
 						       &regs) < 0)
 					break;
 				uint64_t pc = regs.rip - 1;
-				bool ours = find_bp(h, pc) ||
+				bool ours = any_bp(h, pc) ||
 					    (h->entry.inserted &&
 					     pc == h->entry.addr);
 				if (!ours ||
@@ -1211,6 +1456,11 @@ int cp_heap_finish(struct cp_heap *h)
 			if (restore_bp(h->pid, &h->entry) < 0)
 				rc = -CP_E_SYS;
 			h->entry.inserted = false;
+		}
+		if (h->loader.inserted) {
+			if (restore_bp(h->pid, &h->loader) < 0)
+				rc = -CP_E_SYS;
+			h->loader.inserted = false;
 		}
 		/* Return addresses still pointing at our int3s.  */
 		for (size_t i = 0; i < h->nthreads; i++) {

@@ -1080,6 +1080,265 @@ START_TEST(test_interrupt)
 }
 END_TEST
 
+/* --------------------------------------------------------- launch mode */
+
+#define LAUNCH_TIMEOUT_MS 180000   /* a command run to its end, traced */
+#define MEMCHECK_TIMEOUT_MS 180000 /* the same under valgrind */
+
+/* cprof-attach --heap -q -o OUTPUT -- ARGV...: the command is run to its
+ * end, and cprof-attach exits with its status, 0.  */
+static struct tu_run *launch_heap(const char *output,
+				  const char *const argv[])
+{
+	const char *args[40];
+	size_t argc = 0;
+	struct tu_run *run;
+
+	args[argc++] = "--heap";
+	args[argc++] = "-q";
+	args[argc++] = "-o";
+	args[argc++] = output;
+	args[argc++] = "--";
+	for (size_t i = 0; argv[i] != NULL && argc < 39; i++)
+		args[argc++] = argv[i];
+	args[argc] = NULL;
+	run = tu_cprof_startv(args);
+	CHECK(run != NULL, "cprof-attach could not be started");
+	ctx.run = run;
+	expect_exit_ok(run, LAUNCH_TIMEOUT_MS);
+	return run;
+}
+
+/* The line of TEXT that starts with PREFIX, copied (the caller frees it),
+ * or NULL.  */
+static char *line_copy(const char *text, const char *prefix)
+{
+	const char *line = find_line(text, prefix);
+
+	if (line == NULL)
+		return NULL;
+	return strndup(line, strcspn(line, "\n"));
+}
+
+/* Launch mode and a library constructor that allocates (libheap-ctor.so,
+ * as libstdc++ mallocs its emergency pool): the breakpoints are in before
+ * the first constructor runs, so every count of the report equals the
+ * fixture's, the constructor's 4 allocations included (cprof-attach set
+ * them at the program's entry point, after the constructors, and counted
+ * 13 of 17 allocations).  */
+START_TEST(test_launch_ctor)
+{
+	char output[PATH_MAX];
+	char program[PATH_MAX];
+	const char *argv[2] = { program, NULL };
+	struct tu_run *run;
+	struct report report;
+	char *done;
+
+	temp_output("ctor.txt", output, sizeof(output));
+	snprintf(program, sizeof(program), "%s/fixtures/heap-ctor",
+		 CP_BUILD_DIR);
+	run = launch_heap(output, argv);
+	done = line_copy(run->out, "done ");
+	CHECK(done != NULL, "heap-ctor printed no \"done\" line");
+	read_report(output, &report);
+	CHECK(report.allocations == done_count(done, "allocations")
+	      && report.alloc_bytes == done_count(done, "alloc_bytes"),
+	      "%llu allocations (%llu bytes) counted, the program made %llu "
+	      "(%llu bytes), %llu of them in a library constructor before its "
+	      "entry point", report.allocations, report.alloc_bytes,
+	      done_count(done, "allocations"), done_count(done, "alloc_bytes"),
+	      done_count(done, "ctor_allocations"));
+	CHECK(report.frees_tracked == done_count(done, "frees")
+	      && report.realloc_releases == done_count(done,
+						       "realloc_releases"),
+	      "%llu tracked frees and %llu realloc releases, the program made "
+	      "%llu and %llu", report.frees_tracked, report.realloc_releases,
+	      done_count(done, "frees"), done_count(done, "realloc_releases"));
+	CHECK(report.live_count == done_count(done, "live_count")
+	      && report.live_bytes == done_count(done, "live_bytes"),
+	      "live at end %llu allocations, %llu bytes; the program kept %llu, "
+	      "%llu bytes", report.live_count, report.live_bytes,
+	      done_count(done, "live_count"), done_count(done, "live_bytes"));
+	CHECK(report.frees_untracked == 0,
+	      "%llu untracked frees in a program traced from its start",
+	      report.frees_untracked);
+	expect_identity(&report);
+	CHECK(report.live_site_count > 0 && report.live_sites[0].bytes == 33000
+	      && report.live_sites[0].count == 1,
+	      "the first leak site is not the constructor's 33000-byte pool");
+	free_report(&report);
+	free(done);
+}
+END_TEST
+
+/* What memcheck counted: "total heap usage: A allocs, F frees, B bytes
+ * allocated".  */
+struct totals {
+	unsigned long long allocs, frees, bytes;
+};
+
+/* Run COMMAND (a shell command line) under valgrind's memcheck and read
+ * its totals for the process it started (a fork child reports its own).
+ * --run-libc-freeres=no --run-cxx-freeres=no: valgrind's own calls of
+ * glibc's and libstdc++'s clean-up functions at exit free blocks the
+ * program never frees.  */
+static void memcheck_totals(const char *command, struct totals *totals)
+{
+	char shell[PATH_MAX + 512];
+	char line[1024];
+	long first_pid = -1;
+	bool found = false;
+	FILE *pipe;
+	int status;
+
+	snprintf(shell, sizeof(shell),
+		 "exec valgrind --tool=memcheck --run-libc-freeres=no "
+		 "--run-cxx-freeres=no %s 2>&1 >/dev/null", command);
+	pipe = popen(shell, "r");
+	CHECK(pipe != NULL, "cannot run valgrind");
+	while (fgets(line, sizeof(line), pipe) != NULL) {
+		long pid;
+		const char *usage = strstr(line, "total heap usage: ");
+		char digits[256];
+		size_t n = 0;
+
+		if (sscanf(line, "==%ld==", &pid) != 1)
+			continue;
+		if (first_pid < 0)
+			first_pid = pid;
+		if (usage == NULL || pid != first_pid)
+			continue;
+		for (const char *p = usage + 18; *p && n + 1 < sizeof(digits);
+		     p++)
+			if (*p != ',')
+				digits[n++] = *p;
+		digits[n] = '\0';
+		found = sscanf(digits, "%llu allocs %llu frees %llu bytes",
+			       &totals->allocs, &totals->frees,
+			       &totals->bytes) == 3;
+	}
+	status = pclose(pipe);
+	CHECK(found, "no \"total heap usage\" line from valgrind for %s "
+	      "(status %#x)", command, (unsigned)status);
+}
+
+/* Make our environment the one valgrind gives the programs it runs (ours
+ * and what it adds: LD_PRELOAD of its preload libraries,
+ * GLIBCXX_FORCE_NEW, GLIBCPP_FORCE_NEW, and from Debian's wrapper script
+ * LD_LIBRARY_PATH), so that a program that copies its environment
+ * (bash, make) allocates the same under cprof-attach.  LD_PRELOAD is
+ * renamed LD_PRELOAX (as long, so the same bytes are copied): its
+ * libraries are valgrind's and run only under it.  The test runs in its
+ * own process (Check's fork mode), so nothing else sees the change.  */
+static void take_memcheck_environment(void)
+{
+	FILE *pipe = popen("exec valgrind -q --tool=memcheck "
+			   "--run-libc-freeres=no /usr/bin/env -0", "r");
+	static char text[65536];
+	size_t len;
+
+	CHECK(pipe != NULL, "cannot run valgrind");
+	len = fread(text, 1, sizeof(text) - 1, pipe);
+	pclose(pipe);
+	CHECK(len > 0 && len < sizeof(text) - 1 && text[len - 1] == '\0',
+	      "valgrind env -0 printed %zu bytes", len);
+	CHECK(memmem(text, len, "LD_PRELOAD=", 11) != NULL,
+	      "no LD_PRELOAD in valgrind's environment");
+	CHECK(clearenv() == 0, "clearenv failed");
+	for (size_t at = 0; at < len; at += strlen(text + at) + 1) {
+		char *entry = text + at;
+
+		if (strncmp(entry, "LD_PRELOAD=", 11) == 0)
+			entry[9] = 'X';
+		CHECK(putenv(entry) == 0, "putenv %s", entry);
+	}
+}
+
+/* Programs of different shapes, each traced by cprof-attach --heap from
+ * its start and run under memcheck: allocations, frees and bytes equal.
+ * heap-ctor: C, a library constructor that allocates; heap-stl: C++ and
+ * the STL, libstdc++'s emergency pool and static constructors;
+ * heap-threads: four threads; bash and make, real programs (once said to
+ * be 28-32 allocations short of memcheck: the difference was the
+ * environment variables valgrind adds, which they copy).  memcheck counts
+ * a realloc that moves a block as one allocation and one free; cprof-attach
+ * calls that free a realloc release.  */
+static const char *const memcheck_programs[][6] = {
+	{ "fixture", "heap-ctor", NULL },
+	{ "fixture", "heap-stl", NULL },
+	{ "fixture", "heap-threads", "4", "500", NULL },
+	{ "bash", "-c", "for i in 1 2 3; do x=\"$x$i\"; done; "
+			"case $x in 123) exit 0;; esac; exit 1", NULL },
+	{ "make", "-s", NULL },
+};
+
+START_TEST(test_memcheck)
+{
+	const char *const *program = memcheck_programs[_i];
+	char output[PATH_MAX];
+	char fixture_path[PATH_MAX];
+	char command[PATH_MAX + 256];
+	const char *argv[8];
+	size_t argc = 0, len = 0;
+	struct totals memcheck;
+	struct report report;
+
+	if (system("command -v valgrind >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "test_memcheck: valgrind not installed "
+			"(make deps), skipped\n");
+		return;
+	}
+	temp_output("memcheck.txt", output, sizeof(output));
+	if (strcmp(program[0], "fixture") == 0) {
+		snprintf(fixture_path, sizeof(fixture_path), "%s/fixtures/%s",
+			 CP_BUILD_DIR, program[1]);
+		argv[argc++] = fixture_path;
+		program += 2;
+	}
+	for (; *program != NULL; program++)
+		argv[argc++] = *program;
+	argv[argc] = NULL;
+	if (strcmp(argv[0], "make") == 0) {
+		/* make reads the directory it runs in: one Makefile alone.  */
+		const char *dir = tu_temp_dir();
+		char makefile[PATH_MAX];
+		FILE *file;
+
+		CHECK(dir != NULL, "no temporary directory");
+		snprintf(makefile, sizeof(makefile), "%s/Makefile", dir);
+		file = fopen(makefile, "w");
+		CHECK(file != NULL, "cannot write %s", makefile);
+		fputs("all:\n\t@true\n", file);
+		fclose(file);
+		CHECK(chdir(dir) == 0, "cannot chdir to %s", dir);
+	}
+	for (size_t i = 0; i < argc; i++)
+		len += (size_t)snprintf(command + len, sizeof(command) - len,
+					"%s'%s'", i ? " " : "", argv[i]);
+	memcheck_totals(command, &memcheck);
+	take_memcheck_environment();
+	launch_heap(output, argv);
+	read_report(output, &report);
+	fprintf(stderr, "test_memcheck: %s: memcheck %llu allocs, %llu frees, "
+		"%llu bytes; cprof-attach %llu, %llu + %llu, %llu\n", argv[0],
+		memcheck.allocs, memcheck.frees, memcheck.bytes,
+		report.allocations, report.frees_tracked,
+		report.realloc_releases, report.alloc_bytes);
+	CHECK(report.allocations == memcheck.allocs
+	      && report.alloc_bytes == memcheck.bytes,
+	      "%s: %llu allocations (%llu bytes) counted, memcheck counted %llu "
+	      "(%llu bytes)", command, report.allocations, report.alloc_bytes,
+	      memcheck.allocs, memcheck.bytes);
+	CHECK(report.frees_tracked + report.realloc_releases == memcheck.frees,
+	      "%s: %llu frees and %llu realloc releases counted, memcheck "
+	      "counted %llu frees", command, report.frees_tracked,
+	      report.realloc_releases, memcheck.frees);
+	expect_identity(&report);
+	free_report(&report);
+}
+END_TEST
+
 /* -------------------------------------------------------------- errors */
 
 /* Check that RUN failed with EXIT_CODE and one line on stderr starting
@@ -1197,6 +1456,14 @@ static Suite *heap_suite(void)
 
 	tcase = new_case(suite, "interrupt", 300);
 	tcase_add_test(tcase, test_interrupt);
+
+	tcase = new_case(suite, "launch", 300);
+	tcase_add_test(tcase, test_launch_ctor);
+
+	tcase = new_case(suite, "memcheck", 600);
+	tcase_add_loop_test(tcase, test_memcheck, 0,
+			    sizeof(memcheck_programs)
+				    / sizeof(memcheck_programs[0]));
 
 	tcase = new_case(suite, "errors", 60);
 	tcase_add_loop_test(tcase, test_bad_usage, 0,
