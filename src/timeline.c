@@ -68,6 +68,7 @@ struct thread {
 	size_t names_len, names_cap;
 	size_t started;        /* stack[0, started) have had their start */
 	uint64_t samples;      /* samples seen */
+	uint64_t last_weight;  /* of the last sample */
 	double first_ts, last_ts;
 	char last_text[32];    /* LAST_TS as written (cut), for messages */
 	FILE *spool;           /* speedscope: the thread's events so far */
@@ -82,6 +83,14 @@ struct cp_timeline {
 	char *process_name;
 	char *doc_name;        /* speedscope */
 	bool begun;            /* trace: the head of the document is out */
+	/* What a unit of weight stands for: TICK seconds (the sampling
+	 * period) or a nanosecond; unknown when TICK is 0 or the raw header
+	 * named another unit.  */
+	double tick;
+	bool tick_fixed;       /* given by the options: headers keep it */
+	enum { WEIGHT_TICKS, WEIGHT_NS, WEIGHT_UNKNOWN } weight_unit;
+	double min_gap;        /* smallest interval between two samples of
+				* one thread; 0: none yet */
 	uint64_t written;      /* trace: events written (for the commas) */
 
 	struct thread **threads;  /* in order of first appearance */
@@ -550,6 +559,10 @@ int cp_timeline_new(const struct cp_timeline_options *o, FILE *out,
 	tl->min_samples = o->min_samples ? o->min_samples : 1;
 	tl->out = out;
 	tl->pid = o->pid;
+	if (o->period > 0 && o->period <= MAX_SECONDS) {
+		tl->tick = o->period;
+		tl->tick_fixed = true;
+	}
 	if ((o->process_name && !(tl->process_name = strdup(o->process_name))) ||
 	    (o->name && !(tl->doc_name = strdup(o->name)))) {
 		cp_timeline_free(tl);
@@ -618,9 +631,9 @@ static int sample_begin(struct cp_timeline *tl, double ts, pid_t tid,
  * it shares with the sample) followed by the NEW frames NAMES (LENS[i]
  * bytes each).  Batches the events (sample_apply writes them).  */
 static int apply_events(struct cp_timeline *tl, struct thread *t,
-			const char *ts_text, double ts, size_t keep,
-			const char *const *names, const size_t *lens,
-			size_t nnew)
+			const char *ts_text, double ts, uint64_t weight,
+			size_t keep, const char *const *names,
+			const size_t *lens, size_t nnew)
 {
 	char text[40];
 	if (!ts_text) {
@@ -672,8 +685,12 @@ static int apply_events(struct cp_timeline *tl, struct thread *t,
 
 	if (!t->samples)
 		t->first_ts = ts;
+	else if (ts > t->last_ts &&
+		 (tl->min_gap == 0 || ts - t->last_ts < tl->min_gap))
+		tl->min_gap = ts - t->last_ts;
 	t->samples = now;
 	t->last_ts = ts;
+	t->last_weight = weight;
 	size_t len = strlen(ts_text);
 	if (len >= sizeof(t->last_text))
 		snprintf(t->last_text, sizeof(t->last_text), "%.28s...",
@@ -684,11 +701,12 @@ static int apply_events(struct cp_timeline *tl, struct thread *t,
 }
 
 static int sample_apply(struct cp_timeline *tl, struct thread *t,
-			const char *ts_text, double ts, size_t keep,
-			const char *const *names, const size_t *lens,
-			size_t nnew)
+			const char *ts_text, double ts, uint64_t weight,
+			size_t keep, const char *const *names,
+			const size_t *lens, size_t nnew)
 {
-	int rc = apply_events(tl, t, ts_text, ts, keep, names, lens, nnew);
+	int rc = apply_events(tl, t, ts_text, ts, weight, keep, names, lens,
+			      nnew);
 	batch_flush(tl);
 	return rc ? rc : stream_status(tl, t);
 }
@@ -697,6 +715,16 @@ int cp_timeline_sample(struct cp_timeline *tl, const char *ts_text,
 		       double ts, pid_t tid, const char *const *frames,
 		       size_t nframes)
 {
+	return cp_timeline_sample_weighted(tl, ts_text, ts, tid, 1, frames,
+					   nframes);
+}
+
+int cp_timeline_sample_weighted(struct cp_timeline *tl, const char *ts_text,
+				double ts, pid_t tid, uint64_t weight,
+				const char *const *frames, size_t nframes)
+{
+	if (weight == 0)
+		return -CP_E_INVAL;
 	struct thread *t;
 	int rc = sample_begin(tl, ts, tid, &t);
 	if (rc)
@@ -715,21 +743,43 @@ int cp_timeline_sample(struct cp_timeline *tl, const char *ts_text,
 	/* No pointer arithmetic when nothing is new: FRAMES may be NULL
 	 * with NFRAMES 0, and LENS is NULL until a sample has frames.  */
 	bool more = keep < nframes;
-	return sample_apply(tl, t, ts_text, ts, keep,
+	return sample_apply(tl, t, ts_text, ts, weight, keep,
 			    more ? frames + keep : NULL,
 			    more ? tl->lens + keep : NULL, nframes - keep);
 }
 
-/* Close the started frames of every thread at its last sample.  */
+/* When thread T's last sample ends: once it has lasted the time its
+ * weight stands for (see timeline.h).  Frames that began at the last
+ * sample would otherwise end where they begin, and a viewer would draw
+ * nothing (speedscope's importer warns about such pairs).  */
+static double thread_end(const struct cp_timeline *tl, const struct thread *t)
+{
+	double hold;
+	if (tl->weight_unit == WEIGHT_NS)
+		hold = (double)t->last_weight * 1e-9;
+	else if (tl->weight_unit == WEIGHT_TICKS && tl->tick > 0)
+		hold = (double)t->last_weight * tl->tick;
+	else if (tl->min_gap > 0)
+		hold = tl->min_gap;
+	else
+		hold = 1e-6;
+	double end = t->last_ts + hold;
+	return end <= MAX_SECONDS ? end : MAX_SECONDS;
+}
+
+/* Close the started frames of every thread at its end (thread_end).  */
 static int close_open_frames(struct cp_timeline *tl)
 {
 	for (size_t i = 0; i < tl->nthreads; i++) {
 		struct thread *t = tl->threads[i];
+		double end = thread_end(tl, t);
+		char end_text[40];
+		snprintf(end_text, sizeof(end_text), "%.9f", end);
 		tl->middle_ready = false;
 		while (t->started > 0) {
 			t->started--;
 			int rc = emit(tl, t, false, &t->stack[t->started],
-				      t->last_text, t->last_ts);
+				      end_text, end);
 			if (rc) {
 				batch_flush(tl);
 				return rc;
@@ -779,7 +829,7 @@ static int speedscope_write(struct cp_timeline *tl)
 		put(out, ",\"unit\":\"microseconds\",\"startValue\":");
 		put_n(out, buf, format_us(buf, t->first_ts));
 		put(out, ",\"endValue\":");
-		put_n(out, buf, format_us(buf, t->last_ts));
+		put_n(out, buf, format_us(buf, thread_end(tl, t)));
 		put(out, ",\"events\":[");
 		if (t->spool) {
 			if (fflush(t->spool) != 0 || fseek(t->spool, 0, SEEK_SET))
@@ -865,6 +915,7 @@ struct reader {
 	const char **frames;    /* the line's frames, root first */
 	size_t *lens;
 	size_t frames_cap;
+	bool weighted;          /* sample lines have a WEIGHT ("# fields") */
 };
 
 static void say(struct reader *r, const char *fmt, ...)
@@ -978,6 +1029,26 @@ static bool parse_tid(const char *text, size_t len, pid_t *out)
 	return true;
 }
 
+/* Parse a weight: decimal digits, 1 to UINT64_MAX.  */
+static bool parse_weight(const char *text, size_t len, uint64_t *out)
+{
+	if (len == 0 || len > 20)
+		return false;
+	uint64_t v = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (!is_digit(text[i]))
+			return false;
+		unsigned d = (unsigned)(text[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	if (v == 0)
+		return false;
+	*out = v;
+	return true;
+}
+
 /* How many bytes A and B (N each) have in common from the start.  */
 static size_t common_prefix(const char *a, const char *b, size_t n)
 {
@@ -1007,13 +1078,93 @@ static size_t common_prefix(const char *a, const char *b, size_t n)
 	return i;
 }
 
-/* A header line (LINE, after the '#'): "thread TID NAME" and "target PID
- * [NAME]" are used; anything else is a comment.  */
+/* Does the text at P (up to END) begin with the word WORD, followed by a
+ * blank or the end?  */
+static bool word_is(const char *p, const char *end, const char *word)
+{
+	size_t n = strlen(word);
+	return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 &&
+	       (p + n == end || is_blank(p[n]));
+}
+
+/* The words of P (up to END) are exactly those of WORDS (one space
+ * between each)?  */
+static bool words_are(const char *p, const char *end, const char *words)
+{
+	for (;;) {
+		while (p < end && is_blank(*p))
+			p++;
+		while (*words == ' ')
+			words++;
+		if (!*words || p == end)
+			return !*words && p == end;
+		const char *w = words;
+		while (*words && *words != ' ')
+			words++;
+		size_t n = (size_t)(words - w);
+		if ((size_t)(end - p) < n || memcmp(p, w, n) != 0 ||
+		    (p + n < end && !is_blank(p[n])))
+			return false;
+		p += n;
+	}
+}
+
+/* The headers about weights: "fields ...", "frequency HZ", "weight-unit
+ * UNIT" (P after the '#' and blanks).  Returns 1 when P was one of them,
+ * 0 when not, -CP_E_PARSE (message written) for fields we cannot read.  */
+static int read_weight_header(struct reader *r, char *p, char *end)
+{
+	struct cp_timeline *tl = r->tl;
+	if (word_is(p, end, "fields")) {
+		p += 6;
+		if (words_are(p, end, "SECONDS TID WEIGHT STACK"))
+			r->weighted = true;
+		else if (words_are(p, end, "SECONDS TID STACK"))
+			r->weighted = false;
+		else {
+			char quoted[48];
+			while (p < end && is_blank(*p))
+				p++;
+			excerpt(p, (size_t)(end - p), quoted);
+			say(r, "%s:%lu: unknown fields '%s': expected 'SECONDS TID WEIGHT STACK' or 'SECONDS TID STACK'",
+			    r->name, r->line_no, quoted);
+			return -CP_E_PARSE;
+		}
+		return 1;
+	}
+	if (word_is(p, end, "frequency")) {
+		p += 9;
+		while (p < end && is_blank(*p))
+			p++;
+		double hz;
+		if (!tl->tick_fixed && parse_seconds(p, (size_t)(end - p), &hz) &&
+		    hz >= 1e-6 && hz <= 1e9)
+			tl->tick = 1 / hz;
+		return 1;
+	}
+	if (word_is(p, end, "weight-unit")) {
+		p += 11;
+		if (words_are(p, end, "samples"))
+			tl->weight_unit = WEIGHT_TICKS;
+		else if (words_are(p, end, "nanoseconds"))
+			tl->weight_unit = WEIGHT_NS;
+		else
+			tl->weight_unit = WEIGHT_UNKNOWN;
+		return 1;
+	}
+	return 0;
+}
+
+/* A header line (LINE, after the '#'): "thread TID NAME", "target PID
+ * [NAME]" and the weight headers are used; anything else is a comment.  */
 static int read_header(struct reader *r, char *line, char *end)
 {
 	char *p = line;
 	while (p < end && is_blank(*p))
 		p++;
+	int rc = read_weight_header(r, p, end);
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
 	bool thread = (size_t)(end - p) > 6 && memcmp(p, "thread", 6) == 0 &&
 		      is_blank(p[6]);
 	bool target = (size_t)(end - p) > 6 && memcmp(p, "target", 6) == 0 &&
@@ -1033,7 +1184,7 @@ static int read_header(struct reader *r, char *line, char *end)
 		p++;
 	if (thread)
 		return p < end ? cp_timeline_thread_name(r->tl, tid, p) : 0;
-	int rc = cp_timeline_process(r->tl, tid, p < end ? p : NULL);
+	rc = cp_timeline_process(r->tl, tid, p < end ? p : NULL);
 	return rc == -CP_E_INVAL ? 0 : rc; /* too late: samples came first */
 }
 
@@ -1056,7 +1207,7 @@ static int read_line(struct reader *r, char *line, size_t len)
 		if (memchr(p, '\0', (size_t)(end - p)))
 			goto binary;
 		int rc = read_header(r, p + 1, end);
-		if (rc < 0)
+		if (rc < 0 && rc != -CP_E_PARSE)
 			say(r, "%s:%lu: %s", r->name, r->line_no,
 			    cp_strerror(rc));
 		return rc;
@@ -1072,6 +1223,14 @@ static int read_line(struct reader *r, char *line, size_t len)
 	while (p < end && !is_blank(*p))
 		p++;
 	char *tid_end = p;
+	while (p < end && is_blank(*p))
+		p++;
+	char *weight_text = p;
+	if (r->weighted) {
+		while (p < end && !is_blank(*p))
+			p++;
+	}
+	char *weight_end = p;
 	while (p < end && is_blank(*p))
 		p++;
 	char *stack = p;
@@ -1095,6 +1254,22 @@ static int read_line(struct reader *r, char *line, size_t len)
 		excerpt(tid_text, (size_t)(tid_end - tid_text), quoted);
 		say(r, "%s:%lu: thread id '%s' is not a number from 0 to %d",
 		    r->name, r->line_no, quoted, INT_MAX);
+		return -CP_E_PARSE;
+	}
+	uint64_t weight = 1;
+	if (r->weighted &&
+	    !parse_weight(weight_text, (size_t)(weight_end - weight_text),
+			  &weight)) {
+		if (weight_text == weight_end)
+			say(r, "%s:%lu: missing weight: expected 'TIMESTAMP TID WEIGHT FRAME;FRAME;...' (see the '# fields' header)",
+			    r->name, r->line_no);
+		else {
+			excerpt(weight_text, (size_t)(weight_end - weight_text),
+				quoted);
+			say(r, "%s:%lu: weight '%s' is not a whole number from 1 to %llu",
+			    r->name, r->line_no, quoted,
+			    (unsigned long long)UINT64_MAX);
+		}
 		return -CP_E_PARSE;
 	}
 
@@ -1172,7 +1347,8 @@ static int read_line(struct reader *r, char *line, size_t len)
 		at += frame_len + 1;
 	}
 
-	rc = sample_apply(r->tl, t, ts, seconds, keep, r->frames, r->lens,
+	rc = sample_apply(r->tl, t, ts, seconds, weight, keep, r->frames,
+			  r->lens,
 			  nnew);
 	if (rc == -CP_E_SYS) {
 		if (r->tl->spool_dir[0])

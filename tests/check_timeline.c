@@ -18,7 +18,9 @@
  *     module reads them back (balanced, non-decreasing per thread);
  *   - memory stays flat however many samples go through;
  *   - malformed lines: one "FILE:LINE: what" message, exit 2, no output
- *     file (not even a temporary), nothing on standard output.  */
+ *     file (not even a temporary), nothing on standard output;
+ *   - weights: raw lines carry them, a thread's last sample lasts what
+ *     it stands for.  */
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
@@ -402,7 +404,7 @@ START_TEST(trace_golden)
 		       "{\"ph\":\"B\",\"pid\":42,\"tid\":7,\"ts\":2500000,\"name\":\"\\\"quoted\\\\name\\\"\"},\n"
 		       "{\"ph\":\"E\",\"pid\":42,\"tid\":7,\"ts\":3250000,\"name\":\"\\\"quoted\\\\name\\\"\"},\n"
 		       "{\"ph\":\"E\",\"pid\":42,\"tid\":8,\"ts\":4000000,\"name\":\"worker\"},\n"
-		       "{\"ph\":\"E\",\"pid\":42,\"tid\":7,\"ts\":3250000,\"name\":\"main\"}\n"
+		       "{\"ph\":\"E\",\"pid\":42,\"tid\":7,\"ts\":4000000,\"name\":\"main\"}\n"
 		       "],\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"cprof@" CP_VERSION "\"}}\n",
 		       "trace");
 	free(got);
@@ -424,7 +426,7 @@ START_TEST(trace_golden)
 		       "{\"traceEvents\":[\n"
 		       "{\"ph\":\"B\",\"pid\":9,\"tid\":9,\"ts\":500000,\"name\":\"f\"},\n"
 		       "{\"ph\":\"M\",\"pid\":9,\"tid\":9,\"name\":\"thread_name\",\"args\":{\"name\":\"late\"}},\n"
-		       "{\"ph\":\"E\",\"pid\":9,\"tid\":9,\"ts\":500000,\"name\":\"f\"}\n"
+		       "{\"ph\":\"E\",\"pid\":9,\"tid\":9,\"ts\":500001,\"name\":\"f\"}\n"
 		       "],\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"cprof@" CP_VERSION "\"}}\n",
 		       "trace without a target");
 	free(out);
@@ -446,21 +448,105 @@ START_TEST(speedscope_golden)
 		       "{\"name\":\"parse\"}\n"
 		       "]},\n"
 		       "\"profiles\":[\n"
-		       "{\"type\":\"evented\",\"name\":\"7 main\",\"unit\":\"microseconds\",\"startValue\":1000000,\"endValue\":2000000,\"events\":[\n"
+		       "{\"type\":\"evented\",\"name\":\"7 main\",\"unit\":\"microseconds\",\"startValue\":1000000,\"endValue\":3000000,\"events\":[\n"
 		       "{\"type\":\"O\",\"frame\":0,\"at\":1000000},\n"
 		       "{\"type\":\"O\",\"frame\":1,\"at\":1000000},\n"
 		       "{\"type\":\"C\",\"frame\":1,\"at\":2000000},\n"
 		       "{\"type\":\"O\",\"frame\":0,\"at\":2000000},\n"
-		       "{\"type\":\"C\",\"frame\":0,\"at\":2000000},\n"
-		       "{\"type\":\"C\",\"frame\":0,\"at\":2000000}\n"
+		       "{\"type\":\"C\",\"frame\":0,\"at\":3000000},\n"
+		       "{\"type\":\"C\",\"frame\":0,\"at\":3000000}\n"
 		       "]},\n"
-		       "{\"type\":\"evented\",\"name\":\"8\",\"unit\":\"microseconds\",\"startValue\":1500000,\"endValue\":1500000,\"events\":[\n"
+		       "{\"type\":\"evented\",\"name\":\"8\",\"unit\":\"microseconds\",\"startValue\":1500000,\"endValue\":2500000,\"events\":[\n"
 		       "{\"type\":\"O\",\"frame\":0,\"at\":1500000},\n"
-		       "{\"type\":\"C\",\"frame\":0,\"at\":1500000}\n"
+		       "{\"type\":\"C\",\"frame\":0,\"at\":2500000}\n"
 		       "]}\n"
 		       "]}\n",
 		       "speedscope");
 	free(got);
+}
+END_TEST
+
+/* Raw samples with weights ("# fields SECONDS TID WEIGHT STACK"): the
+ * events are those of the same samples without weights; a thread's last
+ * sample lasts WEIGHT units (ticks of 1/frequency s, or nanoseconds), so
+ * frames that begin there are not closed where they begin.  Files from
+ * before weights (no "# fields") still read, each sample one tick.  */
+START_TEST(raw_weights)
+{
+	const char *weighted = "# cprof-attach raw samples\n"
+			       "# fields SECONDS TID WEIGHT STACK\n"
+			       "# target 42 app\n"
+			       "# frequency 100\n"
+			       "# weight-unit samples\n"
+			       "# thread 7 main\n"
+			       "1.0 7 1 main;parse\n"
+			       "1.5 7 3 main;run\n"
+			       "1.52 8 2 worker\n";
+	const char *plain = "# target 42 app\n"
+			    "# frequency 100\n"
+			    "# thread 7 main\n"
+			    "1.0 7 main;parse\n"
+			    "1.5 7 main;run\n"
+			    "1.52 8 worker\n";
+	char *a = convert(weighted, CP_TIMELINE_EVENTS, 1);
+	char *b = convert(plain, CP_TIMELINE_EVENTS, 1);
+	assert_text_eq(a, b, "events with and without weights");
+	free(a);
+	free(b);
+
+	char *trace = convert(weighted, CP_TIMELINE_TRACE, 1);
+	/* run began at the last sample of 7, 3 ticks of 10 ms: 1.53 s */
+	ck_assert_msg(strstr(trace, "{\"ph\":\"E\",\"pid\":42,\"tid\":7,\"ts\":1530000,\"name\":\"run\"}") &&
+			      strstr(trace, "{\"ph\":\"E\",\"pid\":42,\"tid\":7,\"ts\":1530000,\"name\":\"main\"}") &&
+			      strstr(trace, "{\"ph\":\"E\",\"pid\":42,\"tid\":8,\"ts\":1540000,\"name\":\"worker\"}"),
+		      "closing events:\n%s", trace);
+	free(trace);
+	trace = convert(plain, CP_TIMELINE_TRACE, 1);
+	ck_assert_msg(strstr(trace, "\"tid\":7,\"ts\":1510000,\"name\":\"main\"}") &&
+			      strstr(trace, "\"tid\":8,\"ts\":1530000,\"name\":\"worker\"}"),
+		      "closing events without weights:\n%s", trace);
+	free(trace);
+
+	/* Nanoseconds: 5 ms.  */
+	char *ss = convert("# fields SECONDS TID WEIGHT STACK\n"
+			   "# weight-unit nanoseconds\n"
+			   "2 9 5000000 f\n",
+			   CP_TIMELINE_SPEEDSCOPE, 1);
+	ck_assert_msg(strstr(ss, "\"startValue\":2000000,\"endValue\":2005000,") &&
+			      strstr(ss, "{\"type\":\"C\",\"frame\":0,\"at\":2005000}"),
+		      "speedscope:\n%s", ss);
+	free(ss);
+
+	/* The API: a weight of 0 is refused.  */
+	char *out = NULL;
+	size_t size = 0;
+	FILE *mem = open_memstream(&out, &size);
+	struct cp_timeline_options o = {.format = CP_TIMELINE_TRACE,
+					.period = 0.001};
+	struct cp_timeline *tl;
+	ck_assert_int_eq(cp_timeline_new(&o, mem, &tl), 0);
+	const char *f[] = {"f"};
+	ck_assert_int_eq(cp_timeline_sample_weighted(tl, NULL, 1, 3, 0, f, 1),
+			 -CP_E_INVAL);
+	ck_assert_int_eq(cp_timeline_sample_weighted(tl, NULL, 1, 3, 4, f, 1),
+			 0);
+	ck_assert_int_eq(cp_timeline_finish(tl), 0);
+	fclose(mem);
+	ck_assert_msg(strstr(out, "{\"ph\":\"E\",\"pid\":3,\"tid\":3,\"ts\":1004000,\"name\":\"f\"}"),
+		      "API, 4 ms:\n%s", out);
+	free(out);
+
+	expect_error("# fields SECONDS TID WEIGHT STACK\n1 7 0 main\n",
+		     -CP_E_PARSE,
+		     "t.raw:2: weight '0' is not a whole number from 1 to 18446744073709551615");
+	expect_error("# fields SECONDS TID WEIGHT STACK\n1 7 x main\n",
+		     -CP_E_PARSE,
+		     "t.raw:2: weight 'x' is not a whole number from 1 to 18446744073709551615");
+	expect_error("# fields SECONDS TID WEIGHT STACK\n1 7\n", -CP_E_PARSE,
+		     "t.raw:2: missing weight: expected 'TIMESTAMP TID WEIGHT FRAME;FRAME;...' (see the '# fields' header)");
+	expect_error("# fields SECONDS TID CPU STACK\n1 7 1 main\n",
+		     -CP_E_PARSE,
+		     "t.raw:1: unknown fields 'SECONDS TID CPU STACK': expected 'SECONDS TID WEIGHT STACK' or 'SECONDS TID STACK'");
 }
 END_TEST
 
@@ -719,7 +805,9 @@ static void check_properties(const struct sequence *q, int n_min,
 }
 
 /* The trace of Q: per thread, the same B/E as EVENTS, then E for what is
- * still open at the thread's last sample; ts never decreases.  */
+ * still open once the thread's last sample has lasted (without a
+ * frequency: the smallest interval between two samples of one thread, or
+ * 1 us); ts never decreases.  */
 static void check_trace(const struct sequence *q, const char *trace,
 			const struct event *events, int nevents)
 {
@@ -727,8 +815,15 @@ static void check_trace(const struct sequence *q, const char *trace,
 	const char *p = trace + 17;
 	int e = 0, open[4] = {0}, last_sample[4] = {-1, -1, -1, -1};
 	double last_ts[4] = {-1, -1, -1, -1};
-	for (int i = 0; i < q->n; i++)
-		last_sample[q->samples[i].tid - 100] = i;
+	int min_gap = 0; /* samples are 1 ms apart */
+	for (int i = 0; i < q->n; i++) {
+		int t = q->samples[i].tid - 100;
+		if (last_sample[t] >= 0 &&
+		    (min_gap == 0 || i - last_sample[t] < min_gap))
+			min_gap = i - last_sample[t];
+		last_sample[t] = i;
+	}
+	double hold_us = min_gap ? min_gap * 1000.0 : 1.0;
 	int closing = 0;
 	while (*p == '{') {
 		char ph, name[16];
@@ -752,9 +847,11 @@ static void check_trace(const struct sequence *q, const char *trace,
 				   alphabet[ev->name]);
 			EXPECT(ts == ev->sample * 1000.0);
 		} else {
-			/* closing: E at the thread's last sample */
+			/* closing: E after the thread's last sample */
 			EXPECT(ph == 'E');
-			EXPECT(ts == last_sample[t] * 1000.0);
+			EXPECT_MSG(ts == last_sample[t] * 1000.0 + hold_us,
+				   "closing E at %f, expected %f", ts,
+				   last_sample[t] * 1000.0 + hold_us);
 			closing++;
 		}
 		open[t] += ph == 'B' ? 1 : -1;
@@ -1379,6 +1476,7 @@ static Suite *timeline_suite(void)
 	tcase_add_test(tc, api_empty_stacks);
 	tcase_add_test(tc, trace_golden);
 	tcase_add_test(tc, speedscope_golden);
+	tcase_add_test(tc, raw_weights);
 	tcase_add_loop_test(tc, property_random, 0, 4);
 	tcase_add_test(tc, json_read_back);
 	tcase_add_test(tc, memory_flat);
@@ -1392,6 +1490,7 @@ static Suite *timeline_suite(void)
 	tcase_add_test(tc, cli_usage_errors);
 	tcase_add_test(tc, cli_bad_input);
 	suite_add_tcase(s, tc);
+
 	return s;
 }
 

@@ -27,16 +27,27 @@
  *   trace       Chrome Trace Event JSON, {"traceEvents":[...]}: "M" events
  *               naming the process and the threads, "B"/"E" events with
  *               "ts" in microseconds (nanosecond decimals when needed);
- *               frames still open at the end are closed at the timestamp
- *               of their thread's last sample, so viewers draw them.
+ *               frames still open at the end are closed once their
+ *               thread's last sample has lasted the time it stands for
+ *               (below), so viewers draw them with a width.
  *   speedscope  speedscope's file format with one "evented" profile per
  *               thread (balanced "O"/"C" events, microseconds), closed
  *               the same way.  Each thread's events are spooled to an
- *               anonymous temporary file and copied out at the end.  */
+ *               anonymous temporary file and copied out at the end.
+ *
+ * Weights: a sample stands for WEIGHT units of time (cprof-attach: the
+ * ticks of the sampling period it counts for, more than 1 when the thread
+ * waited for a CPU before it could be stopped).  Events are placed at the
+ * samples' timestamps whatever their weight; the weight decides how long
+ * a thread's last sample lasts: WEIGHT * the unit's seconds
+ * (cp_timeline_options.period, or from the raw headers).  With the unit
+ * unknown it lasts the smallest interval seen between two samples of one
+ * thread, or 1 microsecond when there is none.  */
 #ifndef CPROF_TIMELINE_H
 #define CPROF_TIMELINE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -55,6 +66,9 @@ struct cp_timeline_options {
 	const char *process_name; /* trace process_name; NULL: none; copied */
 	const char *name;         /* speedscope document name; NULL:
 				   * "cprof timeline"; copied */
+	double period;            /* seconds one unit of weight stands for
+				   * (1/frequency for ticks); 0: unknown
+				   * (the raw headers may tell) */
 };
 
 struct cp_timeline;
@@ -96,6 +110,13 @@ int cp_timeline_sample(struct cp_timeline *timeline, const char *ts_text,
 		       double ts, pid_t tid, const char *const *frames,
 		       size_t nframes);
 
+/* cp_timeline_sample() for a sample that stands for WEIGHT units of time
+ * (cp_timeline_sample() is WEIGHT 1).  -CP_E_INVAL when WEIGHT is 0.  */
+int cp_timeline_sample_weighted(struct cp_timeline *timeline,
+				const char *ts_text, double ts, pid_t tid,
+				uint64_t weight, const char *const *frames,
+				size_t nframes);
+
 /* End the output: trace and speedscope close the frames still open (at
  * their thread's last sample) and complete the document; events write
  * nothing more.  Does not close OUT, but flushes it.  Frees TIMELINE,
@@ -110,18 +131,29 @@ void cp_timeline_free(struct cp_timeline *timeline);
  * and feed them to TIMELINE.  NAME names the input in messages.  Lines:
  *
  *   TIMESTAMP TID FRAME;FRAME;...;FRAME
+ *   TIMESTAMP TID WEIGHT FRAME;FRAME;...;FRAME     (after "# fields", below)
  *
- * TIMESTAMP in seconds (a decimal number), TID a decimal thread id, the
- * frames root first; the stack may be empty ("1.5 42").  Fields are
- * separated by runs of spaces or tabs; the stack is the rest of the line,
- * so frames may contain spaces.  Lines beginning with '#' are headers:
- * "# thread TID NAME" names a thread, "# target PID [NAME]" the target;
+ * TIMESTAMP in seconds (a decimal number), TID a decimal thread id,
+ * WEIGHT a whole number from 1 (the sample's weight), the frames root
+ * first; the stack may be empty ("1.5 42").  Fields are separated by runs
+ * of spaces or tabs; the stack is the rest of the line, so frames may
+ * contain spaces.  Lines beginning with '#' are headers:
+ *   "# thread TID NAME"    names a thread;
+ *   "# target PID [NAME]"  names the target;
+ *   "# frequency HZ"       a unit of weight is 1/HZ seconds (unless
+ *                          cp_timeline_options.period said);
+ *   "# weight-unit UNIT"   "samples" (the default: 1/HZ seconds each) or
+ *                          "nanoseconds"; another unit: unknown;
+ *   "# fields SECONDS TID WEIGHT STACK" the sample lines that follow have
+ *                          a WEIGHT ("# fields SECONDS TID STACK": not,
+ *                          the default, as files from before weights);
  * other headers and blank lines are skipped.  "\r\n" line ends and a
  * UTF-8 byte-order mark are accepted.
  *
  * Returns 0; -CP_E_PARSE with "NAME:LINE: what" in ERROR for a malformed
- * line (a missing field, a timestamp that is not a number, a bad TID, an
- * empty frame, time going backwards within a thread) and "NAME: no
+ * line (a missing field, a timestamp that is not a number, a bad TID or
+ * WEIGHT, an empty frame, time going backwards within a thread, a
+ * "# fields" header naming other fields) and "NAME: no
  * samples ..." when there is no sample line; -CP_E_SYS when reading (or
  * writing) failed, with a message; -CP_E_NOMEM.  ERROR (ERROR_SIZE
  * bytes) may be NULL.  On failure the output is incomplete: discard it
