@@ -31,6 +31,12 @@ struct cp_resolver {
 	uint64_t *addresses;         /* by location id */
 	size_t addresses_cap;
 	struct job_list outbox;      /* not yet handed over */
+	bool capture;                /* an address the last capture lacks */
+	unsigned ticks_to_retry;     /* collects until unknowns are retried */
+	unsigned retry_interval;     /* doubles while retries name nothing */
+	/* symbolizer thread only */
+	struct job_list unknown;     /* answered "[unknown]": asked again */
+	uint64_t unknown_generation; /* the symbols' generation they saw */
 	/* shared, under LOCK */
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -40,6 +46,9 @@ struct cp_resolver {
 	struct job_list done;
 	bool busy;                   /* the thread holds a batch */
 	bool quit;
+	bool retry;                  /* ask the unknown addresses again */
+	size_t nunknown;             /* UNKNOWN.count, for the sampler */
+	size_t named_again;          /* unknowns since named, in all */
 };
 
 static bool push(struct job_list *list, struct job job)
@@ -63,6 +72,39 @@ static void swap(struct job_list *a, struct job_list *b)
 	*b = t;
 }
 
+/* Ask the symbolizer again for the addresses it did not know: a library
+ * mapped while it looked (the loader between its mmap and mprotect), a
+ * re-read that came too early.  Those named now go to DONE.  Called
+ * without LOCK.  FORCE: even when the modules did not change (in a new
+ * epoch the first lookup may re-read the mappings).  */
+static void retry_unknown(struct cp_resolver *res, bool force)
+{
+	uint64_t generation = cp_symbols_generation(res->symbols);
+	if (res->unknown.count == 0 ||
+	    (!force && generation == res->unknown_generation))
+		return;
+	cp_symbols_new_epoch(res->symbols);
+	size_t kept = 0, named = 0;
+	for (size_t i = 0; i < res->unknown.count; i++) {
+		struct job job = res->unknown.jobs[i];
+		job.symbol = cp_symbols_lookup(res->symbols, job.address);
+		if (cp_symbols_unknown(job.symbol)) {
+			res->unknown.jobs[kept++] = job;
+			continue;
+		}
+		pthread_mutex_lock(&res->lock);
+		push(&res->done, job);
+		pthread_mutex_unlock(&res->lock);
+		named++;
+	}
+	res->unknown.count = kept;
+	res->unknown_generation = cp_symbols_generation(res->symbols);
+	pthread_mutex_lock(&res->lock);
+	res->named_again += named;
+	res->nunknown = kept;
+	pthread_mutex_unlock(&res->lock);
+}
+
 static void *symbolizer_main(void *arg)
 {
 	struct cp_resolver *res = arg;
@@ -72,7 +114,7 @@ static void *symbolizer_main(void *arg)
 	struct job_list batch = {0};
 	pthread_mutex_lock(&res->lock);
 	for (;;) {
-		while (res->todo.count == 0 && !res->quit) {
+		while (res->todo.count == 0 && !res->quit && !res->retry) {
 			res->busy = false;
 			pthread_cond_broadcast(&res->idle);
 			pthread_cond_wait(&res->wake, &res->lock);
@@ -80,9 +122,13 @@ static void *symbolizer_main(void *arg)
 		if (res->todo.count == 0 && res->quit)
 			break;
 		res->busy = true;
+		bool retry = res->retry;
+		res->retry = false;
 		batch.count = 0;
 		swap(&batch, &res->todo);
 		pthread_mutex_unlock(&res->lock);
+		if (retry)
+			retry_unknown(res, true);
 		/* One batch is about one tick's new addresses: it may re-read
 		 * the target's mappings once for addresses in no module.  */
 		cp_symbols_new_epoch(res->symbols);
@@ -94,15 +140,27 @@ static void *symbolizer_main(void *arg)
 				job->symbol = cp_symbols_lookup(res->symbols,
 								job->address);
 		}
+		/* Answered "[unknown]": applied now, asked again later.  */
+		for (size_t i = 0; i < batch.count; i++)
+			if (batch.jobs[i].location != UINT32_MAX &&
+			    cp_symbols_unknown(batch.jobs[i].symbol))
+				push(&res->unknown, batch.jobs[i]);
+		retry_unknown(res, false);
 		pthread_mutex_lock(&res->lock);
+		res->nunknown = res->unknown.count;
 		for (size_t i = 0; i < batch.count; i++)
 			if (batch.jobs[i].location != UINT32_MAX)
 				push(&res->done, batch.jobs[i]);
 	}
+	/* The last chance for the unknown ones, after every batch.  */
+	pthread_mutex_unlock(&res->lock);
+	retry_unknown(res, true);
+	pthread_mutex_lock(&res->lock);
 	res->busy = false;
 	pthread_cond_broadcast(&res->idle);
 	pthread_mutex_unlock(&res->lock);
 	free(batch.jobs);
+	free(res->unknown.jobs);
 	return NULL;
 }
 
@@ -114,6 +172,8 @@ int cp_resolver_start(struct cp_symbols *symbols, struct cp_profile *profile,
 		return -CP_E_NOMEM;
 	res->symbols = symbols;
 	res->profile = profile;
+	res->retry_interval = 1;
+	res->ticks_to_retry = 1;
 	pthread_mutex_init(&res->lock, NULL);
 	pthread_cond_init(&res->wake, NULL);
 	pthread_cond_init(&res->idle, NULL);
@@ -160,6 +220,11 @@ uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
 		res->addresses_cap = cap;
 	}
 	res->addresses[id] = address;
+	/* Its module is kept while the target lives, before the
+	 * symbolizer thread (which may lag far behind under load) looks:
+	 * a library may be unloaded by then, the target gone.  */
+	if (!res->capture && !cp_symbols_capture_has(res->symbols, address))
+		res->capture = true;
 	if (!cp_hashidx_insert(&res->index, hash, id) ||
 	    !push(&res->outbox, (struct job){address, id, NULL}))
 		return UINT32_MAX;
@@ -203,6 +268,10 @@ static void apply(struct cp_resolver *res, const struct job *job)
 static void collect(struct cp_resolver *res, bool wait_idle)
 {
 	struct job_list finished = {0};
+	if (res->capture && !wait_idle) {
+		res->capture = false;
+		cp_symbols_capture(res->symbols);
+	}
 	pthread_mutex_lock(&res->lock);
 	if (res->outbox.count > 0) {
 		for (size_t i = 0; i < res->outbox.count; i++)
@@ -210,7 +279,19 @@ static void collect(struct cp_resolver *res, bool wait_idle)
 		res->outbox.count = 0;
 		pthread_cond_signal(&res->wake);
 	}
-	while (wait_idle && (res->busy || res->todo.count > 0))
+	/* Unknown addresses are asked again after 1, 2, 4, ... 64 ticks
+	 * while that names none of them, and at the end.  */
+	if (!wait_idle && res->nunknown > 0 && --res->ticks_to_retry == 0) {
+		if (res->named_again > 0)
+			res->retry_interval = 1;
+		else if (res->retry_interval < 64)
+			res->retry_interval *= 2;
+		res->named_again = 0;
+		res->ticks_to_retry = res->retry_interval;
+		res->retry = true;
+		pthread_cond_signal(&res->wake);
+	}
+	while (wait_idle && (res->busy || res->todo.count > 0 || res->retry))
 		pthread_cond_wait(&res->idle, &res->lock);
 	swap(&finished, &res->done);
 	pthread_mutex_unlock(&res->lock);

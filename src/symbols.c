@@ -71,6 +71,7 @@ struct cp_symbols {
 	pthread_mutex_t capture_lock;
 	struct snapshot *pending;    /* a capture not yet taken over */
 	char *capture_sig;           /* the modules of the last capture */
+	struct cp_maps *capture_maps;/* the mappings of the last capture */
 };
 
 struct symtab;
@@ -546,6 +547,49 @@ static int open_kept(struct cp_symbols *s, const char *modname,
 	return -1;
 }
 
+/* ADDRESS is in no module the target has mapped now; the last capture
+ * may have seen it in one (a library unloaded since, or the target gone
+ * before the lookup thread got to it): report that module as the capture
+ * saw it, unless a module now lies in its place.  True when it did.  */
+static bool report_captured(struct cp_symbols *s, uint64_t address)
+{
+	adopt_capture(s);
+	if (!s->captured)
+		return false;
+	struct cp_maps *maps;
+	if (cp_maps_parse(s->captured->text, s->captured->len, &maps, NULL) < 0)
+		return false;
+	char vdso[32];
+	snprintf(vdso, sizeof(vdso), "[vdso: %d]", (int)s->pid);
+	struct module_range *mods;
+	size_t n = derive_modules(maps, vdso, &mods);
+	bool reported = false;
+	for (size_t i = 0; i < n && !reported; i++) {
+		if (address < mods[i].low || address >= mods[i].high ||
+		    mods[i].name == vdso)
+			continue;
+		struct old_modules now = {0};
+		dwfl_getmodules(s->dwfl, remember_module, &now, 0);
+		bool taken = false;
+		for (size_t j = 0; j < now.count; j++) {
+			taken |= now.mods[j].low < mods[i].high &&
+				 mods[i].low < now.mods[j].high;
+			free(now.mods[j].name);
+		}
+		free(now.mods);
+		if (taken)
+			break;
+		dwfl_report_begin_add(s->dwfl);
+		reported = dwfl_report_module(s->dwfl, mods[i].name,
+					      mods[i].low, mods[i].high) != NULL;
+		dwfl_report_end(s->dwfl, NULL, NULL);
+		s->generation++;
+	}
+	free(mods);
+	cp_maps_free(maps);
+	return reported;
+}
+
 /* ---------------------------------------------------------- lifecycle */
 
 /* Read the target's mappings again and report its modules.  A target
@@ -678,6 +722,7 @@ void cp_symbols_free(struct cp_symbols *s)
 	free_snapshot(s->captured);
 	free_snapshot(s->pending);
 	free(s->capture_sig);
+	cp_maps_free(s->capture_maps);
 	pthread_mutex_destroy(&s->capture_lock);
 	cp_profile_free(s->strings);
 	free(s->debuginfo_path);
@@ -740,6 +785,7 @@ static const char *perf_map_name(struct cp_symbols *s, uint64_t address)
  * searched in O(log n), as perf does.  */
 struct sym_entry {
 	uint64_t start, end;   /* end == start for a symbol without size */
+	uint64_t limit;        /* without size: the end of its section */
 	const char *name;      /* libelf's string table: lives with the Dwfl */
 	int rank;              /* binding: GLOBAL 0, WEAK 1, LOCAL 2 */
 };
@@ -773,17 +819,31 @@ static struct symtab *build_symtab(Dwfl_Module *mod)
 		GElf_Sym sym;
 		GElf_Addr addr;
 		GElf_Word shndx;
+		Elf *elf = NULL;
+		Dwarf_Addr bias = 0;
 		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr,
-							   &shndx, NULL, NULL);
+							   &shndx, &elf, &bias);
 		int type = GELF_ST_TYPE(sym.st_info);
 		if (!name || !*name || sym.st_shndx == SHN_UNDEF ||
 		    (type != STT_FUNC && type != STT_GNU_IFUNC &&
 		     !(type == STT_NOTYPE && sym.st_size > 0)))
 			continue;
 		int bind = GELF_ST_BIND(sym.st_info);
+		/* A symbol without size (_init, _fini, hand-written code)
+		 * names at most the rest of its section, never what lies
+		 * beyond.  */
+		uint64_t limit = addr;
+		GElf_Shdr shdr;
+		Elf_Scn *scn = sym.st_size == 0 && elf ? elf_getscn(elf, shndx)
+						       : NULL;
+		if (scn && gelf_getshdr(scn, &shdr) &&
+		    (shdr.sh_flags & SHF_ALLOC) &&
+		    shdr.sh_addr + bias <= addr)
+			limit = shdr.sh_addr + bias + shdr.sh_size;
 		t->entries[t->count++] = (struct sym_entry){
 			.start = addr,
 			.end = addr + sym.st_size,
+			.limit = limit,
 			.name = name,
 			.rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2,
 		};
@@ -841,9 +901,12 @@ static const char *symtab_lookup(struct cp_symbols *s, Dwfl_Module *mod,
 		if (address < t->entries[j].end)
 			return t->entries[j].name;
 	/* No sized symbol holds it: an unsized one right before it (hand
-	 * written assembly) is the best guess, as libdwfl would say.  */
-	return t->entries[i].end == t->entries[i].start ? t->entries[i].name
-						       : NULL;
+	 * written assembly) is the best guess, as libdwfl would say, but
+	 * only inside its section.  */
+	return t->entries[i].end == t->entries[i].start &&
+			       address < t->entries[i].limit
+		       ? t->entries[i].name
+		       : NULL;
 }
 
 /* -------------------------------------------------------------- lookup */
@@ -1006,8 +1069,28 @@ static struct cp_symbol *new_symbol(uint64_t address, size_t nframes)
 	return sym;
 }
 
+/* Is ADDRESS in memory no file backs (JIT code), as far as the last read
+ * of the mappings knows?  */
+static bool anonymous_code(const struct cp_symbols *s, uint64_t address)
+{
+	const struct cp_map *m = cp_maps_find(s->maps, address);
+	return m && m->path[0] != '/' && m->path[0] != '[' && m->executable;
+}
+
 static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 {
+	/* JIT code first: whatever module range it may seem to lie in, a
+	 * perf map names anonymous executable memory.  */
+	const char *jit = anonymous_code(s, address)
+				  ? perf_map_name(s, address)
+				  : NULL;
+	if (jit) {
+		struct cp_symbol *sym = new_symbol(address, 1);
+		if (sym)
+			((struct cp_frame *)sym->frames)[0] = (struct cp_frame){
+				.function = jit, .named = true};
+		return sym;
+	}
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, address);
 	if (!mod && s->reread_allowed) {
 		/* A library loaded after we read the mappings, or JIT code
@@ -1017,6 +1100,8 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 		report(s);
 		mod = dwfl_addrmodule(s->dwfl, address);
 	}
+	if (!mod && report_captured(s, address))
+		mod = dwfl_addrmodule(s->dwfl, address);
 	struct cp_frame frames[MAX_INLINE];
 	size_t n = 0;
 	const char *module = NULL, *module_path = NULL, *build_id = NULL;
@@ -1070,7 +1155,7 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 			n = 1;
 		}
 	} else {
-		const char *jit = perf_map_name(s, address);
+		jit = perf_map_name(s, address);
 		frames[0] = (struct cp_frame){
 			.function = jit ? jit : "[unknown]",
 			.named = jit != NULL,
@@ -1262,6 +1347,12 @@ int cp_symbols_capture(struct cp_symbols *s)
 	char *sig = modules_signature(maps);
 	pthread_mutex_lock(&s->capture_lock);
 	bool same = sig && s->capture_sig && strcmp(sig, s->capture_sig) == 0;
+	if (same) {
+		/* The same modules; the other mappings may have changed.  */
+		cp_maps_free(s->capture_maps);
+		s->capture_maps = maps;
+		maps = NULL;
+	}
 	pthread_mutex_unlock(&s->capture_lock);
 	if (same || !sig) {
 		free(sig);
@@ -1313,12 +1404,21 @@ int cp_symbols_capture(struct cp_symbols *s)
 		k->inode = m->inode;
 		snap->nfiles++;
 	}
-	cp_maps_free(maps);
 	pthread_mutex_lock(&s->capture_lock);
 	free_snapshot(s->pending);
 	s->pending = snap;
 	free(s->capture_sig);
 	s->capture_sig = sig;
+	cp_maps_free(s->capture_maps);
+	s->capture_maps = maps;
 	pthread_mutex_unlock(&s->capture_lock);
 	return 0;
+}
+
+bool cp_symbols_capture_has(struct cp_symbols *s, uint64_t address)
+{
+	pthread_mutex_lock(&s->capture_lock);
+	bool has = cp_maps_find(s->capture_maps, address) != NULL;
+	pthread_mutex_unlock(&s->capture_lock);
+	return has;
 }

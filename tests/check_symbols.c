@@ -994,6 +994,88 @@ END_TEST
 
 /* --------------------------------------------------- deleted executable */
 
+/* Busy processes beside a test, as on the loaded hosts where names were
+ * lost: NBUSY of them, SIGKILLed by busy_stop (and by PDEATHSIG when the
+ * test dies first).  */
+#define NBUSY 6
+static pid_t busy_pids[NBUSY];
+
+static void busy_start(void)
+{
+	pid_t parent = getpid();
+
+	for (int i = 0; i < NBUSY; i++) {
+		busy_pids[i] = fork();
+		ck_assert_msg(busy_pids[i] >= 0, "fork: %s", strerror(errno));
+		if (busy_pids[i] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != parent)
+				_exit(0);
+			for (volatile uint64_t n = 0;; n++)
+				;
+		}
+	}
+}
+
+static void busy_stop(void)
+{
+	for (int i = 0; i < NBUSY; i++)
+		if (busy_pids[i] > 0) {
+			kill(busy_pids[i], SIGKILL);
+			waitpid(busy_pids[i], NULL, 0);
+			busy_pids[i] = 0;
+		}
+}
+
+/* Issue 12 item 4: a library loaded after the attach, on a host busy with
+ * other work.  The symbolizer thread runs at a low priority and lags far
+ * behind the samples; the plugin is unloaded again before it gets to
+ * them.  Every frame must be named all the same (they were all
+ * "[unknown]" below plugin_phase), and main must stay in every stack.  */
+START_TEST(test_plugin_under_load)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("plugin-host", "4",
+							 NULL));
+	struct tu_run *run;
+	struct tu_profile *profile;
+	uint64_t total, plugin, host;
+	const char *frame;
+
+	busy_start();
+	run = tu_cprof_start("-q", "--no-debuginfod", "-d", "3", "-F",
+			     FREQUENCY, fixture->pid_text, NULL);
+	ck_assert_msg(run != NULL, "cannot start cprof-attach");
+	ck_assert_msg(tu_wait_traced(fixture->pid, 5000),
+		      "cprof-attach did not attach to %d within 5 s",
+		      (int)fixture->pid);
+	ck_assert_int_eq(kill(fixture->pid, SIGUSR1), 0);
+	ck_assert_msg(tu_proc_wait_line(fixture, "unloaded", 15000),
+		      "plugin-host did not load, run and unload the plugin "
+		      "within 15 s; its output: %s", fixture->output);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	busy_stop();
+	profile = expect_profile(run);
+	total = tu_profile_total(profile);
+	plugin = tu_profile_count_contiguous(profile,
+		TU_FRAMES("main", "plugin_phase", "plugin_work",
+			  "plugin_inner"));
+	host = tu_profile_count_contiguous(profile,
+		TU_FRAMES("main", "host_loop", "host_work"));
+	frame = find_frame(profile, frame_contains, "[unknown]");
+	CHECK_RUN(frame == NULL, run, profile,
+		  "a frame is \"%s\" after the plugin was loaded", frame);
+	frame = find_frame(profile, frame_contains, "libplugin.so");
+	CHECK_RUN(frame == NULL, run, profile,
+		  "frame \"%s\" of the plugin is not named", frame);
+	CHECK_RUN(plugin > 0 && host > 0, run, profile,
+		  "main;plugin_phase;plugin_work;plugin_inner in %" PRIu64
+		  " and main;host_loop;host_work in %" PRIu64 " of %" PRIu64
+		  " samples: expected both", plugin, host, total);
+	tu_profile_free(profile);
+	expect_fixture_ok(fixture);
+}
+END_TEST
+
 /* A program whose executable was deleted after it started (an upgrade, a
  * build directory cleaned): the file is gone from the directory, but the
  * kernel still holds it (/proc/PID/map_files).  */
@@ -1432,6 +1514,70 @@ static int source_line(const char *file, const char *text, bool last)
 	return found;
 }
 
+/* Issue 12 item 5: node --perf-basic-prof names its JIT code in
+ * /tmp/perf-PID.map, in anonymous executable memory that lies between two
+ * mappings of node's own executable (node copies its text to huge pages
+ * and maps the file there too).  Every JS frame of the hot function is
+ * named from the map (none were: the executable's module swallowed the JIT
+ * code and named it after its last symbol, _fini).  Skipped without
+ * /usr/bin/node.  */
+START_TEST(test_node_perf_map)
+{
+	static const char script[] =
+		"function hotLoop(n) { let s = 0;"
+		" for (let i = 0; i < n; i++) s = (s * 31 + i) % 1000003;"
+		" return s; }\n"
+		"let t = 0;\n"
+		"for (let i = 0; i < 20; i++) t += hotLoop(1e6);\n"
+		"console.log('ready');\n"
+		"for (;;) { t += hotLoop(1e6); if (t < 0) break; }\n";
+	const char *const argv[] = { "/usr/bin/node", "--perf-basic-prof",
+				     "-e", script, NULL };
+	struct program *node;
+	char pid_text[16];
+	struct tu_run *run;
+	struct tu_profile *profile;
+	uint64_t total, hot;
+	const char *frame;
+
+	if (access(argv[0], X_OK) != 0) {
+		fprintf(stderr, "node_perf_map: skipped, no %s\n", argv[0]);
+		return;
+	}
+	node = program_start(argv, NULL);
+	perf_map_pid = node->pid;
+	ck_assert_msg(program_wait_line(node, "ready", READY_TIMEOUT_MS),
+		      "node did not print \"ready\" (stdout: %s)",
+		      node->output);
+	snprintf(pid_text, sizeof(pid_text), "%d", (int)node->pid);
+	run = tu_cprof_run(RUN_TIMEOUT_MS, "-q", "--no-debuginfod", "-d",
+			   DURATION, "-F", FREQUENCY, pid_text, NULL);
+	remove_perf_map(node->pid);
+	profile = expect_profile(run);
+	total = tu_profile_total(profile);
+	hot = 0;
+	for (size_t i = 0; i < profile->count; i++) {
+		const struct tu_stack *stack = &profile->stacks[i];
+
+		for (size_t j = 0; j < stack->depth; j++)
+			if (strstr(stack->frames[j], "JS:") != NULL
+			    && strstr(stack->frames[j], "hotLoop") != NULL) {
+				hot += stack->count;
+				break;
+			}
+	}
+	frame = find_frame(profile, frame_contains, "_fini");
+	CHECK_RUN(frame == NULL, run, profile, "a JIT frame is named \"%s\"",
+		  frame);
+	/* The JS function is all node does after "ready".  */
+	CHECK_RUN(hot * 100 >= total * 50, run, profile,
+		  "hotLoop (JS:...hotLoop from the perf map) is in %" PRIu64
+		  " of %" PRIu64 " samples, expected at least 50 %%", hot,
+		  total);
+	tu_profile_free(profile);
+}
+END_TEST
+
 /* --lines on chain-O0: "function (chain.c:LINE)", each caller at the line
  * of its call.  */
 START_TEST(test_lines)
@@ -1750,9 +1896,11 @@ static Suite *symbols_suite(void)
 	tcase_add_test(tcase, test_lines);
 	tcase_add_test(tcase, test_libc_named);
 	tcase_add_test(tcase, test_jit_perf_map);
+	tcase_add_test(tcase, test_node_perf_map);
 
 	tcase = new_case(suite, "modules", 30);
 	tcase_add_test(tcase, test_plugin_unloaded);
+	tcase_add_test(tcase, test_plugin_under_load);
 	tcase_add_test(tcase, test_deleted_executable);
 
 	tcase = new_case(suite, "capture", 30);

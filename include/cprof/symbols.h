@@ -87,6 +87,10 @@ void cp_symbols_refresh(struct cp_symbols *symbols);
  * the target is gone, -CP_E_NOMEM or -CP_E_SYS.  */
 int cp_symbols_capture(struct cp_symbols *symbols);
 
+/* Was ADDRESS mapped at the last cp_symbols_capture()?  When it was not,
+ * a new capture is due (a library loaded since).  Thread-safe likewise.  */
+bool cp_symbols_capture_has(struct cp_symbols *symbols, uint64_t address);
+
 /* A number that changes whenever the set of known modules changed (a
  * re-read found a library loaded or unloaded, or a module whose file could
  * not be opened is tried again): an address that was unknown may be known
