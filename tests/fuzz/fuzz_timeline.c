@@ -7,9 +7,10 @@
  * What must hold, beyond no crash, leak or undefined behaviour:
  *   - events: per thread, every end closes the innermost started frame
  *     (the starts and ends nest);
- *   - the same samples given one by one to cp_timeline_sample() give the
- *     same events (the reader finds the common prefix on the text, the
- *     API compares frame by frame: two roads to one answer);
+ *   - the same samples given one by one to cp_timeline_sample_weighted()
+ *     give the same events (the reader finds the common prefix on the
+ *     text, the API compares frame by frame: two roads to one answer;
+ *     a "# fields ... WEIGHT ..." header puts a weight after the TID);
  *   - trace and speedscope: the output is JSON, with as many ends as
  *     starts (frames still open are closed at the end).  */
 #include <stdint.h>
@@ -153,6 +154,27 @@ static void check_nesting(const char *text, size_t len)
 
 /* ------------------------------------------------- the API's answer */
 
+/* The words of TEXT (blank-separated) joined by single spaces, into OUT
+ * (OUT_SIZE bytes; cut).  */
+static void words_of(const char *text, char *out, size_t out_size)
+{
+	size_t n = 0;
+	while (*text) {
+		while (is_blank(*text))
+			text++;
+		if (!*text)
+			break;
+		if (n && n + 1 < out_size)
+			out[n++] = ' ';
+		while (*text && !is_blank(*text)) {
+			if (n + 1 < out_size)
+				out[n++] = *text;
+			text++;
+		}
+	}
+	out[n] = '\0';
+}
+
 /* The events of the samples of DATA (which the reader accepted), given
  * to cp_timeline_sample() one at a time.  */
 static void replay(const uint8_t *data, size_t size, unsigned min_samples,
@@ -174,6 +196,7 @@ static void replay(const uint8_t *data, size_t size, unsigned min_samples,
 	text[size] = '\0';
 	const char **frames = NULL;
 	size_t frames_cap = 0;
+	bool weighted = false; /* "# fields SECONDS TID WEIGHT STACK" */
 	char *p = text, *end = text + size;
 	if (size >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
 		p += 3;
@@ -187,6 +210,14 @@ static void replay(const uint8_t *data, size_t size, unsigned min_samples,
 		*eol = '\0';
 		while (p < eol && is_blank(*p))
 			p++;
+		if (p < eol && *p == '#') {
+			char words[64];
+			words_of(p + 1, words, sizeof(words));
+			if (strcmp(words, "fields SECONDS TID WEIGHT STACK") == 0)
+				weighted = true;
+			else if (strcmp(words, "fields SECONDS TID STACK") == 0)
+				weighted = false;
+		}
 		if (p == eol || *p == '#') { /* headers: not in events */
 			p = next;
 			continue;
@@ -203,6 +234,13 @@ static void replay(const uint8_t *data, size_t size, unsigned min_samples,
 		p = after;
 		while (p < eol && is_blank(*p))
 			p++;
+		unsigned long long weight = 1;
+		if (weighted) {
+			weight = strtoull(p, &after, 10);
+			p = after;
+			while (p < eol && is_blank(*p))
+				p++;
+		}
 		size_t nframes = 0;
 		while (p < eol) {
 			char *semi = memchr(p, ';', (size_t)(eol - p));
@@ -218,9 +256,11 @@ static void replay(const uint8_t *data, size_t size, unsigned min_samples,
 			*semi = '\0';
 			p = semi + 1;
 		}
-		rc = cp_timeline_sample(tl, ts, strtod(ts, NULL), (pid_t)tid,
-					frames, nframes);
-		FUZZ_CHECK(rc == 0, "cp_timeline_sample: %s (the reader took it)",
+		rc = cp_timeline_sample_weighted(tl, ts, strtod(ts, NULL),
+						 (pid_t)tid, weight, frames,
+						 nframes);
+		FUZZ_CHECK(rc == 0,
+			   "cp_timeline_sample_weighted: %s (the reader took it)",
 			   cp_strerror(rc));
 		p = next;
 	}
