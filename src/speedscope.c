@@ -4,10 +4,20 @@
  * Frames are interned by (function, file, line) the way other profilers'
  * exporters do (py-spy, rbspy): a frame is a source position, and
  * speedscope merges equal frames.  Every stack is expanded once into frame
- * indexes, root first; the stacks of a thread are sorted so that those
- * sharing a prefix sit together in speedscope's time-order view (there is
- * no time order to keep: samples are aggregated).  The JSON is written as
- * it goes, never held whole.  */
+ * indexes, root first.
+ *
+ * Two sources of samples:
+ *   - the aggregated profile (cp_write_speedscope): there is no time order
+ *     to keep, so the stacks of a thread are sorted so that those sharing
+ *     a prefix sit together in speedscope's time-order view;
+ *   - a log of the samples as they were taken (cp_write_speedscope_log,
+ *     fed by cprof-attach's on_sample): each thread's samples in time
+ *     order, as py-spy writes them, so the time-order view shows what the
+ *     thread did when.
+ * Weights carry their unit: a CPU or wall profile's counts become
+ * nanoseconds (count * the sampling period, rounded as pprof's writer
+ * does), bytes stay bytes, other counts are speedscope's "none".  The JSON
+ * is written as it goes, never held whole.  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +43,13 @@ struct entry {
 	uint32_t len;     /* frames in the stack */
 	size_t offset;    /* of the stack in the pool, root first */
 	uint64_t count;
+	size_t seq;       /* log: its place in time order */
 };
 
 struct writer {
 	const struct cp_profile *p;
+	const char *unit;     /* speedscope's name of the values' unit */
+	uint64_t scale;       /* a count is SCALE of UNIT */
 
 	struct frame *frames;
 	uint32_t nframes, frames_cap;
@@ -139,15 +152,45 @@ static bool location_frames(struct writer *w, uint32_t id, size_t *offset,
 	return true;
 }
 
+/* Append the frames of stack STACK (root first) to the pool: *OFFSET
+ * and *LEN say where.  False when out of memory.  */
+static bool stack_frames(struct writer *w, uint32_t stack, size_t *offset,
+			 uint32_t *len)
+{
+	uint32_t nlocations = cp_profile_location_count(w->p);
+	size_t depth;
+	const uint32_t *locs = cp_profile_stack(w->p, stack, &depth);
+	*offset = w->pool_len;
+	for (size_t j = depth; j-- > 0;) {
+		if (locs[j] >= nlocations)
+			continue;
+		size_t at;
+		uint32_t n;
+		if (!location_frames(w, locs[j], &at, &n) ||
+		    !grow_u32(&w->pool, w->pool_len + n, &w->pool_cap))
+			return false;
+		memcpy(w->pool + w->pool_len, w->loc_pool + at,
+		       n * sizeof(*w->pool));
+		w->pool_len += n;
+	}
+	*len = (uint32_t)(w->pool_len - *offset);
+	return true;
+}
+
+static bool writer_init(struct writer *w, size_t nentries)
+{
+	uint32_t nlocations = cp_profile_location_count(w->p);
+	w->loc_offset = calloc(nlocations + 1, sizeof(*w->loc_offset));
+	w->entries = malloc((nentries + 1) * sizeof(*w->entries));
+	return w->loc_offset && w->entries;
+}
+
 /* Expand every sample with a count into W->entries.  */
 static int expand(struct writer *w)
 {
 	size_t nsamples;
 	const struct cp_sample *samples = cp_profile_samples(w->p, &nsamples);
-	uint32_t nlocations = cp_profile_location_count(w->p);
-	w->loc_offset = calloc(nlocations + 1, sizeof(*w->loc_offset));
-	w->entries = malloc((nsamples + 1) * sizeof(*w->entries));
-	if (!w->loc_offset || !w->entries)
+	if (!writer_init(w, nsamples))
 		return -CP_E_NOMEM;
 	for (size_t i = 0; i < nsamples; i++) {
 		if (samples[i].count == 0)
@@ -155,24 +198,9 @@ static int expand(struct writer *w)
 		struct entry *e = &w->entries[w->nentries++];
 		e->tid = samples[i].tid;
 		e->count = samples[i].count;
-		e->offset = w->pool_len;
-		size_t depth;
-		const uint32_t *locs =
-			cp_profile_stack(w->p, samples[i].stack, &depth);
-		for (size_t j = depth; j-- > 0;) {
-			if (locs[j] >= nlocations)
-				continue;
-			size_t offset;
-			uint32_t len;
-			if (!location_frames(w, locs[j], &offset, &len) ||
-			    !grow_u32(&w->pool, w->pool_len + len,
-				      &w->pool_cap))
-				return -CP_E_NOMEM;
-			memcpy(w->pool + w->pool_len, w->loc_pool + offset,
-			       len * sizeof(*w->pool));
-			w->pool_len += len;
-		}
-		e->len = (uint32_t)(w->pool_len - e->offset);
+		e->seq = i;
+		if (!stack_frames(w, samples[i].stack, &e->offset, &e->len))
+			return -CP_E_NOMEM;
 	}
 	return 0;
 }
@@ -189,6 +217,47 @@ static int compare_entries(const void *a, const void *b, void *pool)
 		if (fx[i] != fy[i])
 			return fx[i] < fy[i] ? -1 : 1;
 	return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Entries of one thread together, threads by tid, each thread's in time
+ * order.  */
+static int compare_logged(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* ------------------------------------------------------------ units */
+
+/* The unit of PROFILE's counts in speedscope's terms into W.  */
+static void choose_unit(struct writer *w)
+{
+	const struct cp_profile_meta *meta = cp_profile_meta_const(w->p);
+	w->unit = "none";
+	w->scale = 1;
+	if (strcmp(meta->unit, "bytes") == 0) {
+		w->unit = "bytes";
+	} else if (strcmp(meta->unit, "nanoseconds") == 0) {
+		w->unit = "nanoseconds";
+	} else if ((meta->unit[0] == '\0' ||
+		    strcmp(meta->unit, "samples") == 0) &&
+		   meta->frequency > 0) {
+		/* The sampling period, rounded as cp_write_pprof does, so
+		 * both files give a function the same time.  */
+		w->unit = "nanoseconds";
+		w->scale = (1000000000ULL + meta->frequency / 2) /
+			   meta->frequency;
+	}
+}
+
+/* COUNT in the unit chosen (saturating).  */
+static uint64_t scaled(const struct writer *w, uint64_t count)
+{
+	if (w->scale > 1 && count > UINT64_MAX / w->scale)
+		return UINT64_MAX;
+	return count * w->scale;
 }
 
 /* ------------------------------------------------------------ output */
@@ -234,7 +303,6 @@ static void write_frames(const struct writer *w, FILE *f)
 static void write_thread(const struct writer *w, size_t first, size_t end,
 			 uint64_t total, const char *name, FILE *f)
 {
-	const struct cp_profile_meta *meta = cp_profile_meta_const(w->p);
 	pid_t tid = w->entries[first].tid;
 	put(f, "{\"type\":\"sampled\",\"name\":");
 	if (tid != 0) {
@@ -247,10 +315,10 @@ static void write_thread(const struct writer *w, size_t first, size_t end,
 		/* Thread unknown (folded input): the whole profile.  */
 		cp_json_string(f, name ? name : "all threads");
 	}
-	put(f, ",\"unit\":");
-	put(f, strcmp(meta->unit, "bytes") == 0 ? "\"bytes\"" : "\"none\"");
-	put(f, ",\"startValue\":0,\"endValue\":");
-	put_u64(f, total);
+	put(f, ",\"unit\":\"");
+	put(f, w->unit);
+	put(f, "\",\"startValue\":0,\"endValue\":");
+	put_u64(f, scaled(w, total));
 	put(f, ",\n\"samples\":[");
 	for (size_t i = first; i < end; i++) {
 		const struct entry *e = &w->entries[i];
@@ -266,40 +334,44 @@ static void write_thread(const struct writer *w, size_t first, size_t end,
 	for (size_t i = first; i < end; i++) {
 		if (i > first)
 			putc_unlocked(',', f);
-		put_u64(f, w->entries[i].count);
+		put_u64(f, scaled(w, w->entries[i].count));
 	}
 	put(f, "]}");
 }
 
-int cp_write_speedscope(const struct cp_profile *p, const char *name,
-			FILE *stream)
+static void writer_free(struct writer *w)
 {
-	struct writer w = { .p = p };
+	free(w->entries);
+	free(w->pool);
+	free(w->loc_pool);
+	free(w->loc_offset);
+	cp_hashidx_free(&w->frame_index);
+	free(w->frames);
+}
+
+/* The document, from W's entries (grouped by thread).  */
+static int write_document(struct writer *w, const char *name, FILE *stream)
+{
 	size_t *starts = NULL;
 	uint64_t *totals = NULL;
-	int rc = expand(&w);
-	if (rc)
-		goto out;
-	if (w.nentries > 1)
-		qsort_r(w.entries, w.nentries, sizeof(*w.entries),
-			compare_entries, w.pool);
+	int rc;
 
 	/* Threads: runs of entries with one tid.  The busiest one is shown
 	 * first when the file is opened.  */
 	size_t nthreads = 0, busiest = 0;
 	rc = -CP_E_NOMEM;
-	starts = malloc((w.nentries + 1) * sizeof(*starts));
-	totals = malloc((w.nentries + 1) * sizeof(*totals));
+	starts = malloc((w->nentries + 1) * sizeof(*starts));
+	totals = malloc((w->nentries + 1) * sizeof(*totals));
 	if (!starts || !totals)
 		goto out;
-	for (size_t i = 0; i < w.nentries; i++) {
-		if (i == 0 || w.entries[i].tid != w.entries[i - 1].tid) {
+	for (size_t i = 0; i < w->nentries; i++) {
+		if (i == 0 || w->entries[i].tid != w->entries[i - 1].tid) {
 			starts[nthreads] = i;
 			totals[nthreads++] = 0;
 		}
-		totals[nthreads - 1] += w.entries[i].count;
+		totals[nthreads - 1] += w->entries[i].count;
 	}
-	starts[nthreads] = w.nentries;
+	starts[nthreads] = w->nentries;
 	for (size_t t = 1; t < nthreads; t++)
 		if (totals[t] > totals[busiest])
 			busiest = t;
@@ -316,11 +388,11 @@ int cp_write_speedscope(const struct cp_profile *p, const char *name,
 	put(stream, "\"activeProfileIndex\":");
 	put_u64(stream, busiest);
 	put(stream, ",\n");
-	write_frames(&w, stream);
+	write_frames(w, stream);
 	put(stream, "\"profiles\":[");
 	for (size_t t = 0; t < nthreads; t++) {
 		put(stream, t ? ",\n" : "\n");
-		write_thread(&w, starts[t], starts[t + 1], totals[t], name,
+		write_thread(w, starts[t], starts[t + 1], totals[t], name,
 			     stream);
 	}
 	put(stream, "\n]}\n");
@@ -329,11 +401,167 @@ int cp_write_speedscope(const struct cp_profile *p, const char *name,
 out:
 	free(starts);
 	free(totals);
-	free(w.entries);
-	free(w.pool);
-	free(w.loc_pool);
-	free(w.loc_offset);
-	cp_hashidx_free(&w.frame_index);
-	free(w.frames);
+	return rc;
+}
+
+int cp_write_speedscope(const struct cp_profile *p, const char *name,
+			FILE *stream)
+{
+	struct writer w = { .p = p };
+	choose_unit(&w);
+	int rc = expand(&w);
+	if (rc == 0) {
+		if (w.nentries > 1)
+			qsort_r(w.entries, w.nentries, sizeof(*w.entries),
+				compare_entries, w.pool);
+		rc = write_document(&w, name, stream);
+	}
+	writer_free(&w);
+	return rc;
+}
+
+/* ------------------------------------------------------------ the log */
+
+struct logged {
+	pid_t tid;
+	uint32_t stack;
+	uint64_t weight;
+};
+
+struct cp_speedscope_log {
+	struct logged *samples;     /* in time order */
+	size_t n, cap;
+	/* Per thread, its latest sample (index in SAMPLES), to merge a
+	 * repeat of its stack into it.  */
+	struct log_thread { pid_t tid; size_t latest; } *threads;
+	size_t nthreads, threads_cap;
+	struct cp_hashidx thread_index;  /* tid -> index in THREADS */
+	uint32_t max_stack;
+};
+
+int cp_speedscope_log_new(struct cp_speedscope_log **log)
+{
+	*log = calloc(1, sizeof(**log));
+	return *log ? 0 : -CP_E_NOMEM;
+}
+
+void cp_speedscope_log_free(struct cp_speedscope_log *log)
+{
+	if (!log)
+		return;
+	free(log->samples);
+	free(log->threads);
+	cp_hashidx_free(&log->thread_index);
+	free(log);
+}
+
+struct log_key {
+	const struct cp_speedscope_log *log;
+	pid_t tid;
+};
+
+static bool log_thread_eq(const void *ctx, uint32_t id)
+{
+	const struct log_key *k = ctx;
+	return k->log->threads[id].tid == k->tid;
+}
+
+static bool grow_array(void **array, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return true;
+	size_t n = *cap ? 2 * *cap : 256;
+	while (n < need)
+		n *= 2;
+	void *grown = realloc(*array, n * size);
+	if (!grown)
+		return false;
+	*array = grown;
+	*cap = n;
+	return true;
+}
+
+int cp_speedscope_log_add(struct cp_speedscope_log *log, pid_t tid,
+			  uint32_t stack, uint64_t weight)
+{
+	if (weight == 0)
+		return 0;
+	uint64_t hash = cp_hash_u64((uint64_t)(uint32_t)tid);
+	struct log_key key = { log, tid };
+	uint32_t id = cp_hashidx_find(&log->thread_index, hash, log_thread_eq,
+				      &key);
+	if (id != UINT32_MAX) {
+		struct logged *latest = &log->samples[log->threads[id].latest];
+		if (latest->stack == stack) {
+			/* Speedscope draws the two as one anyway.  */
+			latest->weight = weight > UINT64_MAX - latest->weight
+						 ? UINT64_MAX
+						 : latest->weight + weight;
+			return 0;
+		}
+	} else {
+		if (log->nthreads >= UINT32_MAX - 1 ||
+		    !grow_array((void **)&log->threads, &log->threads_cap,
+				log->nthreads + 1, sizeof(*log->threads)) ||
+		    !cp_hashidx_insert(&log->thread_index, hash,
+				       (uint32_t)log->nthreads))
+			return -CP_E_NOMEM;
+		id = (uint32_t)log->nthreads++;
+		log->threads[id].tid = tid;
+	}
+	if (!grow_array((void **)&log->samples, &log->cap, log->n + 1,
+			sizeof(*log->samples)))
+		return -CP_E_NOMEM;
+	log->samples[log->n] = (struct logged){
+		.tid = tid, .stack = stack, .weight = weight};
+	log->threads[id].latest = log->n++;
+	if (stack > log->max_stack)
+		log->max_stack = stack;
+	return 0;
+}
+
+int cp_write_speedscope_log(const struct cp_profile *p, const char *name,
+			    const struct cp_speedscope_log *log, FILE *stream)
+{
+	struct writer w = { .p = p };
+	choose_unit(&w);
+	int rc = -CP_E_NOMEM;
+	/* Each stack is expanded once: where its frames are in the pool. */
+	size_t *stack_offset = NULL;
+	uint32_t *stack_len = NULL;
+	if (!writer_init(&w, log->n))
+		goto out;
+	if (log->n) {
+		stack_offset = calloc((size_t)log->max_stack + 1,
+				      sizeof(*stack_offset));
+		stack_len = calloc((size_t)log->max_stack + 1,
+				   sizeof(*stack_len));
+		if (!stack_offset || !stack_len)
+			goto out;
+	}
+	for (size_t i = 0; i < log->n; i++) {
+		const struct logged *s = &log->samples[i];
+		struct entry *e = &w.entries[w.nentries++];
+		e->tid = s->tid;
+		e->count = s->weight;
+		e->seq = i;
+		if (!stack_offset[s->stack]) {
+			size_t offset;
+			if (!stack_frames(&w, s->stack, &offset,
+					  &stack_len[s->stack]))
+				goto out;
+			stack_offset[s->stack] = offset + 1;
+		}
+		e->offset = stack_offset[s->stack] - 1;
+		e->len = stack_len[s->stack];
+	}
+	if (w.nentries > 1)
+		qsort(w.entries, w.nentries, sizeof(*w.entries),
+		      compare_logged);
+	rc = write_document(&w, name, stream);
+out:
+	free(stack_offset);
+	free(stack_len);
+	writer_free(&w);
 	return rc;
 }

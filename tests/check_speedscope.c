@@ -1,4 +1,5 @@
-/* Tests of the speedscope writer (cp_write_speedscope).
+/* Tests of the speedscope writer (cp_write_speedscope, and
+ * cp_write_speedscope_log for samples in time order).
  *
  * Every file written here is read back by python3's json module and
  * checked against what the published schema
@@ -156,7 +157,9 @@ static const char *write_file(const char *file, const char *name)
 
 /* The checker: the requirements of the schema, then the stacks as folded
  * text (MODE "threads": each stack begins with its profile's name),
- * aggregated and sorted; MODE "frames": each frame name in hex.  */
+ * aggregated and sorted, each weight divided by SCALE (the third argument:
+ * the nanoseconds of a sample), which must divide it; MODE "frames": each
+ * frame name in hex.  */
 static const char checker[] =
 	"import json, sys\n"
 	"URL = 'https://www.speedscope.app/file-format-schema.json'\n"
@@ -170,6 +173,7 @@ static const char checker[] =
 	"def integer(v):\n"
 	"    return isinstance(v, int) and not isinstance(v, bool)\n"
 	"path, mode = sys.argv[1], sys.argv[2]\n"
+	"scale = int(sys.argv[3]) if len(sys.argv) > 3 else 1\n"
 	"with open(path, encoding='utf-8') as f:\n"
 	"    doc = json.load(f)\n"
 	"if not isinstance(doc, dict):\n"
@@ -232,7 +236,9 @@ static const char checker[] =
 	"                fail('profile %d: frame index %r' % (n, i))\n"
 	"            names.append(frames[i]['name'])\n"
 	"        key = ';'.join(x.replace(';', ':').replace('\\n', ':') for x in names)\n"
-	"        stacks[key] = stacks.get(key, 0) + w\n"
+	"        if w % scale:\n"
+	"            fail('profile %d: weight %r is not a multiple of %d' % (n, w, scale))\n"
+	"        stacks[key] = stacks.get(key, 0) + w // scale\n"
 	"out = sys.stdout.buffer\n"
 	"if mode == 'frames':\n"
 	"    for fr in frames:\n"
@@ -242,7 +248,8 @@ static const char checker[] =
 	"        out.write(('%s %d\\n' % (key, stacks[key])).encode('utf-8'))\n";
 
 /* Run the checker on PATH; returns what it printed (the caller frees).  */
-static char *check_file(const char *path, const char *mode)
+static char *check_file_scaled(const char *path, const char *mode,
+			       uint64_t scale)
 {
 	const char *tmp = tu_temp_dir();
 	char script[4096], cmd[8192];
@@ -251,8 +258,8 @@ static char *check_file(const char *path, const char *mode)
 	ck_assert_ptr_nonnull(f);
 	fputs(checker, f);
 	ck_assert_int_eq(fclose(f), 0);
-	snprintf(cmd, sizeof(cmd), "python3 '%s' '%s' %s", script, path,
-		 mode);
+	snprintf(cmd, sizeof(cmd), "python3 '%s' '%s' %s %llu", script, path,
+		 mode, (unsigned long long)scale);
 	f = popen(cmd, "r");
 	ck_assert_ptr_nonnull(f);
 	char *out = NULL;
@@ -266,6 +273,21 @@ static char *check_file(const char *path, const char *mode)
 	int status = pclose(f);
 	ck_assert_msg(status == 0, "%s: status %d\n%.2000s", cmd, status, out);
 	return out;
+}
+
+static char *check_file(const char *path, const char *mode)
+{
+	return check_file_scaled(path, mode, 1);
+}
+
+/* The nanoseconds one sample of PROFILE stands for in speedscope files
+ * (the period rounded as pprof's writer does); 1 for other units.  */
+static uint64_t sample_scale(void)
+{
+	const struct cp_profile_meta *meta = cp_profile_meta_const(profile);
+	if (strcmp(meta->unit, "samples") != 0 || meta->frequency == 0)
+		return 1;
+	return (1000000000ULL + meta->frequency / 2) / meta->frequency;
 }
 
 struct folded_line {
@@ -344,7 +366,8 @@ static char *folded_plain(bool threads)
  * the folded output.  */
 static void check_against_folded(const char *path, bool threads)
 {
-	char *got = check_file(path, threads ? "threads" : "stacks");
+	char *got = check_file_scaled(path, threads ? "threads" : "stacks",
+				      sample_scale());
 	char *want = folded_plain(threads);
 	if (strcmp(got, want) != 0)
 		fprintf(stderr, "--- folded\n%.4000s--- speedscope\n%.4000s",
@@ -405,7 +428,10 @@ START_TEST(cpu_profile)
 	ck_assert_ptr_nonnull(strstr(text, "\"name\":\"102 worker 1\""));
 	ck_assert_ptr_nonnull(strstr(text, "\"name\":\"103\""));
 	ck_assert_ptr_nonnull(strstr(text, "\"activeProfileIndex\":1,"));
-	ck_assert_ptr_nonnull(strstr(text, "\"endValue\":23,"));
+	/* 23 samples at 99 Hz, in nanoseconds (the period rounded as
+	 * pprof does: 10101010 ns).  */
+	ck_assert_ptr_nonnull(strstr(text, "\"endValue\":232323230,"));
+	ck_assert_ptr_null(strstr(text, "\"unit\":\"none\""));
 	/* main at two lines: two frames.  */
 	ck_assert_ptr_nonnull(strstr(text, "{\"name\":\"main\",\"file\":"
 					   "\"/src/demo.c\",\"line\":12}"));
@@ -544,6 +570,72 @@ START_TEST(large_profile)
 }
 END_TEST
 
+/* The samples in time order (cprof-attach's log): each thread's profile
+ * keeps the order they came in, a repeat of a thread's stack is merged
+ * into its previous sample, threads interleave freely, weights are in
+ * nanoseconds and every stack is the profile's.  */
+START_TEST(time_order_log)
+{
+	build_cpu();
+	struct cp_line l_a = line("phase_a", "/src/demo.c", 50, false);
+	struct cp_line l_b = line("phase_b", "/src/demo.c", 60, false);
+	struct cp_line l_main = line("main", "/src/demo.c", 10, false);
+	uint32_t main_ = location(0x401000, &l_main, 1);
+	uint32_t a = STACK(location(0x405000, &l_a, 1), main_);
+	uint32_t b = STACK(location(0x406000, &l_b, 1), main_);
+	struct cp_speedscope_log *log;
+	ck_assert_int_eq(cp_speedscope_log_new(&log), 0);
+	static const struct { pid_t tid; char phase; uint64_t weight; } seq[] = {
+		{101, 'a', 1}, {102, 'b', 1}, {101, 'a', 2}, {101, 'b', 1},
+		{102, 'b', 3}, {101, 'a', 1}, {102, 'a', 1}, {101, 'a', 0},
+	};
+	for (size_t i = 0; i < sizeof(seq) / sizeof(*seq); i++) {
+		uint32_t st = seq[i].phase == 'a' ? a : b;
+		ck_assert_int_eq(cp_speedscope_log_add(log, seq[i].tid, st,
+						       seq[i].weight), 0);
+		if (seq[i].weight)
+			add(seq[i].tid, st, seq[i].weight);
+	}
+	static char path[4096];
+	snprintf(path, sizeof(path), "%s/log.speedscope.json", tu_temp_dir());
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(cp_write_speedscope_log(profile, "demo", log, f), 0);
+	ck_assert_int_eq(fclose(f), 0);
+	cp_speedscope_log_free(log);
+	cp_speedscope_log_free(NULL);
+	/* Valid by the schema's rules.  */
+	free(check_file_scaled(path, "threads", 10101010));
+	char *text = tu_read_file(path);
+	ck_assert_ptr_nonnull(text);
+	/* Thread 101: a (3 ticks, merged), b, a; thread 102: b (4), a.
+	 * Frames: main 0... are the profile's; find the indexes of a, b
+	 * through the names' order in shared.frames.  */
+	const char *fa = strstr(text, "{\"name\":\"phase_a\"");
+	const char *fb = strstr(text, "{\"name\":\"phase_b\"");
+	ck_assert_ptr_nonnull(fa);
+	ck_assert_ptr_nonnull(fb);
+	ck_assert_ptr_nonnull(strstr(
+		text, "{\"type\":\"sampled\",\"name\":\"101 demo\",\"unit\":"
+		      "\"nanoseconds\",\"startValue\":0,\"endValue\":50505050,"));
+	ck_assert_ptr_nonnull(strstr(
+		text, "\"weights\":[30303030,10101010,10101010]}"));
+	ck_assert_ptr_nonnull(strstr(
+		text, "{\"type\":\"sampled\",\"name\":\"102 worker 1\",\"unit\":"
+		      "\"nanoseconds\",\"startValue\":0,\"endValue\":50505050,"));
+	ck_assert_ptr_nonnull(strstr(
+		text, "\"weights\":[40404040,10101010]}"));
+	/* In time order: the samples of 101 are a, b, a (not sorted).  */
+	char *p101 = strstr(text, "\"101 demo\"");
+	char *p102 = strstr(text, "\"102 worker 1\"");
+	ck_assert_ptr_nonnull(p101);
+	ck_assert_ptr_nonnull(p102);
+	ck_assert(p101 < p102);
+	golden(path, "speedscope-log.json");
+	free(text);
+}
+END_TEST
+
 /* The recorded folded files of fixtures/data, read with cp_read_folded
  * and written again: what `cprof convert` does.  */
 static const char *const folded_files[] = {
@@ -582,6 +674,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, write_error);
 	tcase_add_loop_test(tc, folded_input, 0,
 			    sizeof(folded_files) / sizeof(folded_files[0]));
+	tcase_add_test(tc, time_order_log);
 	suite_add_tcase(s, tc);
 	TCase *large = tcase_create("large");
 	tcase_add_checked_fixture(large, setup, teardown);

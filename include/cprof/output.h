@@ -27,6 +27,7 @@
 #define CPROF_OUTPUT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -143,10 +144,41 @@ int cp_write_pprof(const struct cp_profile *profile, FILE *stream);
 
 /* Write PROFILE in speedscope's file format
  * (https://www.speedscope.app/file-format-schema.json): one "sampled"
- * profile per thread, shared frames.  NAME names the file.  Returns 0 or a
- * -CP_E_* code.  */
+ * profile per thread, shared frames, each thread's stacks sorted (an
+ * aggregated profile has no time order).  Values carry their unit: CPU and
+ * wall samples (unit "samples" with a frequency) in nanoseconds, the
+ * count times the sampling period rounded to whole nanoseconds (as
+ * cp_write_pprof); "bytes" in bytes; other counts "none".  NAME names the
+ * file.  Returns 0 or a -CP_E_* code.  */
 int cp_write_speedscope(const struct cp_profile *profile, const char *name,
 			FILE *stream);
+
+/* The samples of a run in the order they were taken, for a speedscope
+ * file that keeps it (what py-spy writes: the "time order" view then
+ * shows what each thread did when).  A sample repeating its thread's
+ * previous stack is added to it (speedscope draws the two as one):
+ * memory grows with the changes of stack, not with the samples.  */
+struct cp_speedscope_log;
+
+/* A new empty log into *LOG.  Returns 0 or -CP_E_NOMEM.  */
+int cp_speedscope_log_new(struct cp_speedscope_log **log);
+
+/* Append a sample of thread TID with stack STACK (a stack id of the
+ * profile the log will be written with) that counts WEIGHT in it (0: it
+ * is left out).  Returns 0 or -CP_E_NOMEM (the sample is lost).  */
+int cp_speedscope_log_add(struct cp_speedscope_log *log, pid_t tid,
+			  uint32_t stack, uint64_t weight);
+
+/* NULL is fine.  */
+void cp_speedscope_log_free(struct cp_speedscope_log *log);
+
+/* Write LOG's samples in speedscope's format, as cp_write_speedscope()
+ * does PROFILE's, but each thread's "sampled" profile in time order.
+ * PROFILE gives the frames, the unit and the thread names.  Returns 0 or
+ * a -CP_E_* code.  */
+int cp_write_speedscope_log(const struct cp_profile *profile,
+			    const char *name,
+			    const struct cp_speedscope_log *log, FILE *stream);
 
 /* ---------------------------------------------------- folded input */
 
