@@ -24,8 +24,8 @@
 
 #define INT3 0xcc
 #define RET 0xc3
-#define TEMPORARY_NS 1000000ull       /* freed within 1 ms */
-#define POINT_NS 100000000ull         /* a timeline point every 100 ms */
+#define TIMELINE_SPANS 1024           /* spans of the timeline at most */
+#define FIRST_SPAN_NS 1000000ull      /* 1 ms each, doubled when full */
 
 static const char *const fn_names[CP_HEAP_NFN] = {
 	"malloc", "calloc", "realloc", "reallocarray", "free",
@@ -67,7 +67,7 @@ struct tstate {
 	uint64_t fake;        /* what we wrote there: the entry address */
 	uint64_t args[3];
 	uint32_t stack;       /* the call's stack id */
-	uint64_t alloc_seq;   /* allocations made by this thread */
+	uint64_t events;      /* its allocations and releases of blocks */
 };
 
 /* One block: live, or freed and not yet born again (so that a second
@@ -77,7 +77,7 @@ struct block {
 	bool live;
 	uint64_t size;
 	uint64_t t_ns;
-	uint64_t seq;         /* the thread's alloc_seq when born */
+	uint64_t seq;         /* its thread's events when born */
 	uint32_t stack;
 	pid_t tid;
 };
@@ -108,9 +108,10 @@ struct cp_heap {
 	size_t nfreed;            /* entries of freed blocks */
 	struct cp_heap_site *sites;
 	size_t sites_cap;
-	struct cp_heap_point *points;
-	size_t npoints, points_cap;
-	uint64_t next_point_ns;
+	struct cp_heap_point *points; /* TIMELINE_SPANS, the highest of each */
+	size_t npoints;
+	uint64_t span_ns;         /* time each point covers */
+	uint64_t level_bytes, level_count; /* live when last noted */
 	uint64_t t0_ns;
 	pid_t *steps;             /* threads held for a fallback step */
 	size_t nsteps, steps_cap;
@@ -257,20 +258,50 @@ static void fail(struct cp_heap *h, int rc)
 		h->error = rc;
 }
 
-static void add_points(struct cp_heap *h, uint64_t now)
+/* The timeline: live bytes recorded at every change, kept as the highest
+ * of each span of time (1 ms at first); when TIMELINE_SPANS spans are not
+ * enough, neighbours merge into spans twice as long, each keeping the
+ * higher.  So whatever the length of the run the timeline holds the peak
+ * exactly, and a point is never a sample that may have missed it.  */
+static void merge_spans(struct cp_heap *h)
 {
-	while (h->phase == TRACING && now >= h->next_point_ns) {
-		if (!grow((void **)&h->points, sizeof(*h->points),
-			  h->npoints + 1, &h->points_cap)) {
-			fail(h, -CP_E_NOMEM);
-			return;
-		}
-		struct cp_heap_point *p = &h->points[h->npoints++];
-		p->t = (double)(h->next_point_ns - h->t0_ns) / 1e9;
+	size_t n = (h->npoints + 1) / 2;
+	h->span_ns *= 2;
+	for (size_t i = 0; i < n; i++) {
+		struct cp_heap_point a = h->points[2 * i];
+		if (2 * i + 1 < h->npoints &&
+		    h->points[2 * i + 1].live_bytes > a.live_bytes)
+			a = h->points[2 * i + 1];
+		a.t = (double)(i * h->span_ns) / 1e9;
+		h->points[i] = a;
+	}
+	h->npoints = n;
+}
+
+/* Live bytes may have changed at NOW: note them.  */
+static void note_live(struct cp_heap *h, uint64_t now)
+{
+	if (!h->points || !h->t0_ns)
+		return;
+	uint64_t at = now > h->t0_ns ? now - h->t0_ns : 0;
+	while (at / h->span_ns >= TIMELINE_SPANS)
+		merge_spans(h);
+	size_t i = (size_t)(at / h->span_ns);
+	/* Spans without a change held the level noted last.  */
+	while (h->npoints <= i) {
+		struct cp_heap_point *p = &h->points[h->npoints];
+		p->t = (double)(h->npoints * h->span_ns) / 1e9;
+		p->live_bytes = h->level_bytes;
+		p->live_count = h->level_count;
+		h->npoints++;
+	}
+	struct cp_heap_point *p = &h->points[i];
+	if (h->s.live_bytes > p->live_bytes) {
 		p->live_bytes = h->s.live_bytes;
 		p->live_count = h->s.live_count;
-		h->next_point_ns += POINT_NS;
 	}
+	h->level_bytes = h->s.live_bytes;
+	h->level_count = h->s.live_count;
 }
 
 static unsigned size_bucket(uint64_t size)
@@ -299,7 +330,7 @@ static void on_alloc(struct cp_heap *h, struct tstate *ts, uint64_t ptr,
 		h->s.failed++;
 		return;
 	}
-	struct block b = { ptr, true, size, now, ++ts->alloc_seq, ts->stack,
+	struct block b = { ptr, true, size, now, ++ts->events, ts->stack,
 			   ts->tid };
 	struct cp_heap_site *st = site(h, ts->stack);
 	struct block *slot = block_find(h, ptr);
@@ -331,12 +362,13 @@ static void on_alloc(struct cp_heap *h, struct tstate *ts, uint64_t ptr,
 		h->s.peak_bytes = h->s.live_bytes;
 		h->s.peak_t = (double)(now - h->t0_ns) / 1e9;
 	}
+	note_live(h, now);
 }
 
-/* A block goes away: free() called from CALLER (0 when unknown), or the
- * old block of a realloc.  */
-static void on_release(struct cp_heap *h, uint64_t ptr, uint64_t now,
-		       bool is_free, uint64_t caller)
+/* A block goes away in thread TS: free() called from CALLER (0 when
+ * unknown), or the old block of a realloc.  */
+static void on_release(struct cp_heap *h, struct tstate *ts, uint64_t ptr,
+		       uint64_t now, bool is_free, uint64_t caller)
 {
 	if (!ptr) {
 		if (is_free)
@@ -360,16 +392,19 @@ static void on_release(struct cp_heap *h, uint64_t ptr, uint64_t now,
 			h->s.repeat_frees++;    /* freed twice */
 		return;
 	}
-	if (is_free) {
+	if (is_free)
 		h->s.frees++;
-		struct tstate *owner = tstate(h, b->tid, false);
-		if (now - b->t_ns <= TEMPORARY_NS ||
-		    (owner && owner->alloc_seq == b->seq))
-			h->s.temporary++;
-	} else {
+	else
 		h->s.realloc_releases++;
-	}
+	/* Temporary, by heaptrack's definition (a block whose release is
+	 * the next allocator event after its birth: free or realloc), per
+	 * thread so that no timing changes it: released by the thread that
+	 * allocated it, which allocated or released nothing in between.  */
+	if (b->tid == ts->tid && b->seq == ts->events)
+		h->s.temporary++;
+	ts->events++;
 	unlive(h, b);
+	note_live(h, now);
 }
 
 /* The outermost call of TS returned RESULT.  */
@@ -405,11 +440,11 @@ static void on_return(struct cp_heap *h, struct tstate *ts, uint64_t result)
 	case CP_HEAP_REALLOCARRAY: {
 		uint64_t size = ts->fn == CP_HEAP_REALLOC ? a[1] : a[1] * a[2];
 		if (result) {
-			on_release(h, a[0], now, false, 0);
+			on_release(h, ts, a[0], now, false, 0);
 			on_alloc(h, ts, result, size, now);
 		} else if (size == 0 && a[0]) {
 			/* realloc(p, 0) freed P.  */
-			on_release(h, a[0], now, false, 0);
+			on_release(h, ts, a[0], now, false, 0);
 		} else {
 			h->s.failed++;
 		}
@@ -418,7 +453,6 @@ static void on_return(struct cp_heap *h, struct tstate *ts, uint64_t result)
 	default:
 		break;
 	}
-	add_points(h, now);
 }
 
 /* ------------------------------------------------------ breakpoints */
@@ -906,8 +940,8 @@ static int arm(struct cp_heap *h)
 	if (rc == 0) {
 		h->phase = TRACING;
 		h->t0_ns = now_ns();
-		h->next_point_ns = h->t0_ns;
-		add_points(h, h->t0_ns);
+		h->span_ns = FIRST_SPAN_NS;
+		note_live(h, h->t0_ns);
 		/* Attached: the loader's notifications tell us of dlopen and
 		 * dlclose from now on.  */
 		uint64_t brk = 0;
@@ -1094,7 +1128,7 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 		h->s.calls[bp->fn]++;
 		if (bp->fn == CP_HEAP_FREE) {
 			h->free_rsp = regs.rsp;
-			on_release(h, regs.rdi, now_ns(), true, 0);
+			on_release(h, ts, regs.rdi, now_ns(), true, 0);
 		} else {
 			if (bp->fn == CP_HEAP_REALLOC ||
 			    bp->fn == CP_HEAP_REALLOCARRAY)
@@ -1288,8 +1322,9 @@ int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 		h->o.max_depth = 1;
 	h->pcs = calloc(h->o.max_depth + 1, sizeof(*h->pcs));
 	h->locs = calloc(h->o.max_depth + 1, sizeof(*h->locs));
+	h->points = calloc(TIMELINE_SPANS, sizeof(*h->points));
 	int rc = -CP_E_NOMEM;
-	if (!h->pcs || !h->locs)
+	if (!h->pcs || !h->locs || !h->points)
 		goto fail;
 	/* The symbolizer thread must not take our signals: they are what
 	 * interrupts the wait for the next trap.  */
@@ -1350,7 +1385,7 @@ size_t cp_heap_breakpoints(const struct cp_heap *h, const char **module)
 int cp_heap_run(struct cp_heap *h)
 {
 	/* A timer signal to the tracing thread wakes the blocking wait
-	 * every 100 ms (timeline points, the duration, *stop).  */
+	 * every 100 ms (the duration, *stop).  */
 	struct sigaction sa, old_sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alarm; /* no SA_RESTART: waitpid returns EINTR */
@@ -1385,7 +1420,6 @@ int cp_heap_run(struct cp_heap *h)
 		if (got == -CP_E_GONE)
 			break;
 		run_steps(h);
-		add_points(h, now_ns());
 		cp_resolver_collect(h->resolver);
 		if (h->error) {
 			rc = h->error;
@@ -1406,7 +1440,7 @@ int cp_heap_finish(struct cp_heap *h)
 	int rc = 0;
 	uint64_t end = now_ns();
 	if (h->t0_ns) {
-		add_points(h, end);
+		note_live(h, end);
 		h->s.duration = (double)(end - h->t0_ns) / 1e9;
 	}
 	h->phase = DONE;
@@ -1494,6 +1528,7 @@ const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *h)
 	s->sites = h->sites;
 	s->timeline = h->points;
 	s->npoints = h->npoints;
+	s->timeline_span = (double)h->span_ns / 1e9;
 	return s;
 }
 

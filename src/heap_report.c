@@ -110,38 +110,48 @@ static int top_sites(const struct cp_heap_summary *s,
 	return 0;
 }
 
+/* The highest point of TIMELINE[FROM, TO).  */
+static const struct cp_heap_point *highest(const struct cp_heap_point *timeline,
+					   size_t from, size_t to)
+{
+	const struct cp_heap_point *top = &timeline[from];
+	for (size_t i = from + 1; i < to; i++)
+		if (timeline[i].live_bytes > top->live_bytes)
+			top = &timeline[i];
+	return top;
+}
+
+/* Downsampled for the eye: each column of the sparkline and each row of
+ * the table is the highest of the spans it stands for, so the peak is
+ * always shown.  */
 static void timeline(const struct cp_heap_summary *s, FILE *f)
 {
-	fputs("\nlive bytes over time (sampled every 100 ms)\n", f);
+	fputs("\nlive bytes over time (the highest of each span)\n", f);
 	if (s->npoints == 0) {
 		fputs("  (none)\n", f);
 		return;
 	}
-	uint64_t max = 1;
-	for (size_t i = 0; i < s->npoints; i++)
-		if (s->timeline[i].live_bytes > max)
-			max = s->timeline[i].live_bytes;
-	/* A sparkline: each column the highest point of its span.  */
+	uint64_t max = highest(s->timeline, 0, s->npoints)->live_bytes;
+	uint64_t scale = max ? max : 1;
 	static const char levels[] = " .:-=+*#%@";
 	size_t width = s->npoints < SPARK_WIDTH ? s->npoints : SPARK_WIDTH;
 	fputs("  |", f);
 	for (size_t c = 0; c < width; c++) {
 		size_t from = c * s->npoints / width;
 		size_t to = (c + 1) * s->npoints / width;
-		uint64_t v = 0;
-		for (size_t i = from; i < to; i++)
-			if (s->timeline[i].live_bytes > v)
-				v = s->timeline[i].live_bytes;
-		fputc(levels[(size_t)((double)v / (double)max * 9.0 + 0.5)], f);
+		uint64_t v = highest(s->timeline, from, to)->live_bytes;
+		fputc(levels[(size_t)((double)v / (double)scale * 9.0 + 0.5)], f);
 	}
 	fprintf(f, "|  max %llu bytes\n", (unsigned long long)max);
-	fprintf(f, "  %10s %14s %12s\n", "seconds", "live bytes",
-		"live allocs");
 	size_t rows = s->npoints < TIMELINE_ROWS ? s->npoints : TIMELINE_ROWS;
+	fprintf(f, "  %10s %14s %12s   (%zu rows of %.3f s)\n", "from s",
+		"live bytes", "live allocs", rows,
+		s->timeline_span * (double)s->npoints / (double)rows);
 	for (size_t r = 0; r < rows; r++) {
-		size_t i = rows > 1 ? r * (s->npoints - 1) / (rows - 1) : 0;
-		const struct cp_heap_point *pt = &s->timeline[i];
-		fprintf(f, "  %10.1f %14llu %12llu\n", pt->t,
+		size_t from = r * s->npoints / rows;
+		size_t to = (r + 1) * s->npoints / rows;
+		const struct cp_heap_point *pt = highest(s->timeline, from, to);
+		fprintf(f, "  %10.3f %14llu %12llu\n", s->timeline[from].t,
 			(unsigned long long)pt->live_bytes,
 			(unsigned long long)pt->live_count);
 	}
@@ -216,7 +226,8 @@ int cp_heap_write_report(const struct cp_heap_summary *s,
 		(unsigned long long)s->reallocs,
 		(unsigned long long)s->realloc_releases);
 	fprintf(f, "failed        %llu\n", (unsigned long long)s->failed);
-	fprintf(f, "temporary     %llu (%.1f %% of allocations)\n",
+	fprintf(f, "temporary     %llu (%.1f %% of allocations: released by "
+		"their thread's next allocator call)\n",
 		(unsigned long long)s->temporary, temp);
 	fprintf(f, "peak live     %llu bytes at %.3f s\n",
 		(unsigned long long)s->peak_bytes, s->peak_t);

@@ -1172,6 +1172,93 @@ START_TEST(test_launch_ctor)
 }
 END_TEST
 
+/* The report's timeline: the highest value of its sparkline ("max N
+ * bytes") into *SPARK_MAX and of its table's rows into *ROWS_MAX; the
+ * number of rows.  */
+static size_t timeline_maxima(const char *text,
+			      unsigned long long *spark_max,
+			      unsigned long long *rows_max)
+{
+	const char *line = find_line(text, "live bytes over time");
+	const char *max;
+	size_t rows = 0;
+
+	CHECK(line != NULL, "no \"live bytes over time\" in the report");
+	line = strchr(line, '\n') + 1;
+	max = strstr(line, "|  max ");
+	CHECK(max != NULL && max < strchr(line, '\n')
+	      && sscanf(max, "|  max %llu bytes", spark_max) == 1,
+	      "no \"|  max N bytes\" after the sparkline");
+	line = strchr(line, '\n') + 1;       /* the table's header */
+	*rows_max = 0;
+	for (line = strchr(line, '\n'); line != NULL && line[1] != '\n'
+	     && line[1] != '\0'; line = strchr(line + 1, '\n')) {
+		double t;
+		unsigned long long bytes, count;
+
+		if (sscanf(line + 1, "%lf %llu %llu", &t, &bytes, &count) != 3)
+			break;
+		rows++;
+		if (bytes > *rows_max)
+			*rows_max = bytes;
+	}
+	return rows;
+}
+
+/* heap-peak, three times: a 1 MiB block lives for one malloc/free pair
+ * among 4000 calls.  The timeline holds the peak exactly, in its
+ * sparkline and in its table (sampled every 100 ms it showed about
+ * 60,000 bytes at most: the peak fell between samples); the temporary
+ * allocations are the same number on every run, heaptrack's (once 4001
+ * or so: "freed within 1 ms" counted whatever the machine was fast
+ * enough for).  */
+START_TEST(test_launch_peak)
+{
+	char output[PATH_MAX];
+	char program[PATH_MAX];
+	const char *argv[2] = { program, NULL };
+
+	snprintf(program, sizeof(program), "%s/fixtures/heap-peak",
+		 CP_BUILD_DIR);
+	for (int round = 0; round < 3; round++) {
+		struct tu_run *run;
+		struct report report;
+		unsigned long long temporary = 0, spark_max = 0, rows_max = 0;
+		char *done;
+		size_t rows;
+
+		temp_output("peak.txt", output, sizeof(output));
+		run = launch_heap(output, argv);
+		done = line_copy(run->out, "done ");
+		CHECK(done != NULL, "heap-peak printed no \"done\" line");
+		read_report(output, &report);
+		CHECK(report.allocations == done_count(done, "allocations"),
+		      "round %d: %llu allocations counted, heap-peak made %llu",
+		      round, report.allocations,
+		      done_count(done, "allocations"));
+		CHECK(report.peak_bytes == done_count(done, "peak_bytes"),
+		      "round %d: peak live %llu bytes, heap-peak's was %llu",
+		      round, report.peak_bytes, done_count(done, "peak_bytes"));
+		rows = timeline_maxima(report.text, &spark_max, &rows_max);
+		CHECK(spark_max == report.peak_bytes
+		      && rows_max == report.peak_bytes,
+		      "round %d: the timeline's highest point is %llu bytes in "
+		      "the sparkline and %llu in its %zu rows; the peak was "
+		      "%llu", round, spark_max, rows_max, rows,
+		      report.peak_bytes);
+		CHECK(scan_line(report.text, "temporary     ", "%llu",
+				&temporary) == 1,
+		      "no \"temporary     N\" line");
+		CHECK(temporary == done_count(done, "temporary"),
+		      "round %d: %llu temporary allocations, heap-peak made %llu "
+		      "(released by their thread's next allocator call)", round,
+		      temporary, done_count(done, "temporary"));
+		free_report(&report);
+		free(done);
+	}
+}
+END_TEST
+
 /* What memcheck counted: "total heap usage: A allocs, F frees, B bytes
  * allocated".  */
 struct totals {
@@ -1459,6 +1546,7 @@ static Suite *heap_suite(void)
 
 	tcase = new_case(suite, "launch", 300);
 	tcase_add_test(tcase, test_launch_ctor);
+	tcase_add_test(tcase, test_launch_peak);
 
 	tcase = new_case(suite, "memcheck", 600);
 	tcase_add_loop_test(tcase, test_memcheck, 0,

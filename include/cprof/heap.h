@@ -73,10 +73,11 @@ struct cp_heap_site {
 	uint64_t live_count, live_bytes;
 };
 
-/* Live bytes at one moment.  */
+/* One span of the timeline: the highest live bytes in it.  */
 struct cp_heap_point {
-	double t;                /* seconds since tracing began */
-	uint64_t live_bytes, live_count;
+	double t;                /* its start, seconds since tracing began */
+	uint64_t live_bytes;     /* the highest live bytes in the span */
+	uint64_t live_count;     /* live blocks at that moment */
 };
 
 #define CP_HEAP_SIZE_BUCKETS 65 /* [0], [1,2), [2,4), ... [2^63, 2^64) */
@@ -100,8 +101,10 @@ struct cp_heap_summary {
 	uint64_t reallocs;        /* realloc/reallocarray calls */
 	uint64_t realloc_releases; /* tracked blocks realloc moved or freed:
 				    * allocations = frees + these + live */
-	uint64_t temporary;       /* freed within 1 ms, or before the same
-				   * thread's next allocation */
+	uint64_t temporary;       /* released (free, realloc) by the thread
+				   * that allocated them, its next
+				   * allocator event after the allocation
+				   * (heaptrack's definition, per thread) */
 	uint64_t live_count, live_bytes; /* at the end */
 	uint64_t peak_bytes;      /* highest live bytes */
 	double peak_t;            /* when (seconds since tracing began) */
@@ -112,8 +115,13 @@ struct cp_heap_summary {
 	bool target_exited, target_exec, interrupted;
 	const struct cp_heap_site *sites; /* by stack id; may have gaps */
 	size_t nsites;
-	const struct cp_heap_point *timeline; /* every 100 ms */
+	/* Live bytes recorded at every change, as the highest of each span
+	 * of TIMELINE_SPAN seconds from the start (a few hundred to a
+	 * thousand spans, whatever the duration): the highest point is the
+	 * peak, exactly.  */
+	const struct cp_heap_point *timeline;
 	size_t npoints;
+	double timeline_span;
 };
 
 struct cp_heap;
