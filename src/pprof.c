@@ -176,6 +176,7 @@ struct builder {
 	struct cp_hashidx address_index; /* address -> pprof id - 1 */
 
 	struct ptrs mappings;   /* Perftools__Profiles__Mapping *, by id - 1 */
+	uint32_t *mapping_of;   /* profile mapping id -> pprof id */
 
 	struct thread_labels *threads;
 	size_t nthreads, threads_cap;
@@ -289,7 +290,8 @@ static void mapping_learn(struct builder *b, const struct cp_location *loc)
 {
 	if (loc->mapping == 0 || loc->mapping > b->mappings.n)
 		return;
-	Perftools__Profiles__Mapping *m = b->mappings.items[loc->mapping - 1];
+	Perftools__Profiles__Mapping *m =
+		b->mappings.items[b->mapping_of[loc->mapping] - 1];
 	for (uint32_t i = 0; i < loc->nlines; i++) {
 		const struct cp_line *line = &loc->lines[i];
 		m->has_functions |= line->function != 0;
@@ -331,8 +333,8 @@ static uint64_t location_id(struct builder *b, uint32_t id)
 	uint32_t index = (uint32_t)b->locations.n;
 	l->id = (uint64_t)index + 1;
 	l->address = loc->address;
-	if (loc->mapping <= b->mappings.n)
-		l->mapping_id = loc->mapping;
+	if (loc->mapping != 0 && loc->mapping <= b->mappings.n)
+		l->mapping_id = b->mapping_of[loc->mapping];
 	/* Both orders agree: inlined calls innermost first, the function
 	 * they were inlined into last.  */
 	for (uint32_t i = 0; i < loc->nlines; i++) {
@@ -420,17 +422,64 @@ static struct thread_labels *thread_labels(struct builder *b, pid_t tid)
 	return t;
 }
 
+/* Does PATH name a shared library ("libc.so.6", "x.cpython-311.so")?  */
+static bool shared_library(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	for (const char *so = strstr(base, ".so"); so; so = strstr(so + 1, ".so"))
+		if (so[3] == '\0' || so[3] == '.')
+			return true;
+	return false;
+}
+
+/* pprof takes the first mapping for the main binary ("File:" in go tool
+ * pprof's reports, the binary it symbolizes first).  The profile lists
+ * them as the samples met them, often libc first.  The executable goes
+ * first: the lowest mapping of a file that is not a shared library (an
+ * executable is mapped below the libraries, PIE or not), else the lowest
+ * of all; the others keep their order.  */
+static uint32_t main_mapping(struct builder *b, uint32_t n)
+{
+	uint32_t best = 0;
+	bool best_library = true;
+	for (uint32_t id = 1; id <= n; id++) {
+		const struct cp_mapping *cm = cp_profile_mapping(b->p, id);
+		if (!cm)
+			continue;
+		const char *file = cm->file ? cp_profile_string(b->p, cm->file)
+					    : NULL;
+		bool library = !file || file[0] == '[' || shared_library(file);
+		const struct cp_mapping *bm =
+			best ? cp_profile_mapping(b->p, best) : NULL;
+		if (!bm || (best_library && !library) ||
+		    (best_library == library && cm->start < bm->start)) {
+			best = id;
+			best_library = library;
+		}
+	}
+	return best;
+}
+
 static bool build_mappings(struct builder *b)
 {
 	uint32_t n = cp_profile_mapping_count(b->p);
-	for (uint32_t id = 1; id <= n; id++) {
+	b->mapping_of = calloc((size_t)n + 1, sizeof(*b->mapping_of));
+	if (!b->mapping_of)
+		return false;
+	uint32_t first = main_mapping(b, n);
+	for (uint32_t i = 0; i <= n; i++) {
+		/* FIRST, then the others in their order.  */
+		uint32_t id = i == 0 ? first : i;
+		if (id == 0 || (i > 0 && id == first))
+			continue;
 		const struct cp_mapping *cm = cp_profile_mapping(b->p, id);
 		Perftools__Profiles__Mapping *m =
 			arena_alloc(&b->arena, sizeof(*m));
 		if (!cm || !m)
 			return false;
 		perftools__profiles__mapping__init(m);
-		m->id = id;
+		m->id = b->mappings.n + 1;
 		m->memory_start = cm->start;
 		m->memory_limit = cm->limit;
 		m->file_offset = cm->offset;
@@ -439,6 +488,7 @@ static bool build_mappings(struct builder *b)
 		if (m->filename < 0 || m->build_id < 0 ||
 		    !ptrs_push(&b->mappings, m))
 			return false;
+		b->mapping_of[id] = (uint32_t)m->id;
 	}
 	return true;
 }
@@ -679,6 +729,7 @@ out:
 	free(b.threads);
 	cp_hashidx_free(&b.thread_index);
 	free(b.mappings.items);
+	free(b.mapping_of);
 	cp_hashidx_free(&b.address_index);
 	free(b.location_of);
 	free(b.locations.items);

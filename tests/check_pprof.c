@@ -911,6 +911,38 @@ START_TEST(folded_input)
 }
 END_TEST
 
+/* Issue 12 item 9: pprof takes the first mapping for the main binary
+ * ("File:" in go tool pprof).  A profile of a program whose first samples
+ * are in libc (sleepers: three threads blocked in libc from the start)
+ * named libc.so.6 there.  The executable comes first.  */
+START_TEST(main_binary_first)
+{
+	struct tu_proc *fixture = tu_fixture_start("sleepers", "60", NULL);
+	char path[4096];
+
+	ck_assert_ptr_nonnull(fixture);
+	ck_assert_msg(tu_proc_wait_line(fixture, "ready", 10000),
+		      "sleepers did not print \"ready\": %s", fixture->output);
+	snprintf(path, sizeof(path), "%s/sleepers.pb.gz", tu_temp_dir());
+	struct tu_run *run = tu_cprof_run(20000, "-q", "--no-debuginfod",
+					  "--wall", "-d", "1", "-o", path,
+					  fixture->pid_text, NULL);
+	ck_assert_msg(run != NULL && tu_run_exit_code(run) == 0,
+		      "cprof-attach failed");
+	Perftools__Profiles__Profile *p = decode(path);
+	validate(p);
+	ck_assert_uint_ge(p->n_mapping, 2);
+	const char *first = s_of(p, p->mapping[0]->filename);
+	ck_assert_msg(strcmp(first, CP_BUILD_DIR "/fixtures/sleepers") == 0,
+		      "the first mapping is %s", first);
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	char *top = go_pprof("-top", path);
+	ck_assert_msg(strncmp(top, "File: sleepers\n", 15) == 0,
+		      "go tool pprof -top begins:\n%.300s", top);
+	free(top);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("pprof");
@@ -925,6 +957,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, many_threads);
 	tcase_add_test(tc, empty_profile);
 	tcase_add_test(tc, write_error);
+	tcase_add_test(tc, main_binary_first);
 	tcase_add_loop_test(tc, folded_input, 0,
 			    sizeof(folded_files) / sizeof(folded_files[0]));
 	suite_add_tcase(s, tc);
