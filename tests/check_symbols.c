@@ -1816,6 +1816,40 @@ START_TEST(test_capture_after_exit)
 }
 END_TEST
 
+/* Issue 12 item 4: a re-read of the mappings that cannot read them (here
+ * the target is gone; under load, a read torn by the loader) must not
+ * lose the modules already known: main of the executable became
+ * "[unknown]" after such a re-read, for the rest of the run.  */
+START_TEST(test_reread_keeps_modules)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("plugin-host",
+							 LONG_RUN, NULL));
+	struct cp_symbols *symbols = NULL;
+	const struct cp_symbol *sym;
+	uint64_t host_work = function_address(fixture->pid, "/plugin-host",
+					      "host_work");
+	uint64_t host_loop = function_address(fixture->pid, "/plugin-host",
+					      "host_loop");
+
+	ck_assert_msg(host_work != 0 && host_loop != 0,
+		      "host_work or host_loop not found");
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &symbols), 0);
+	sym = cp_symbols_lookup(symbols, host_work + 1);
+	ck_assert_str_eq(sym->frames[0].function, "host_work");
+	tu_proc_kill(fixture);
+	/* An address in no module: the symbolizer re-reads the mappings,
+	 * and finds none.  */
+	cp_symbols_new_epoch(symbols);
+	sym = cp_symbols_lookup(symbols, 0x1000);
+	ck_assert_str_eq(sym->frames[0].function, "[unknown]");
+	sym = cp_symbols_lookup(symbols, host_loop + 1);
+	ck_assert_msg(strcmp(sym->frames[0].function, "host_loop") == 0,
+		      "host_loop is named \"%s\" after a failed re-read",
+		      sym->frames[0].function);
+	cp_symbols_free(symbols);
+}
+END_TEST
+
 /* A capture on one thread while names are looked up on another, as heap
  * mode's tracer and resolver threads do (the sanitizer build checks the
  * memory; each lookup must still name the function).  */
@@ -1906,6 +1940,7 @@ static Suite *symbols_suite(void)
 	tcase = new_case(suite, "capture", 30);
 	tcase_add_test(tcase, test_capture_after_exit);
 	tcase_add_test(tcase, test_capture_concurrent);
+	tcase_add_test(tcase, test_reread_keeps_modules);
 
 	tcase = new_case(suite, "dump", 30);
 	tcase_add_test(tcase, test_dump_stopped);
