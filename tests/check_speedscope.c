@@ -636,6 +636,93 @@ START_TEST(time_order_log)
 }
 END_TEST
 
+/* A real program whose one thread does one thing, then another, then the
+ * first again (python3: zlib, then sha256, then zlib), profiled by
+ * cprof-attach -o x.speedscope.json: the thread's profile shows the three
+ * phases in that order (an aggregated profile can only show two runs),
+ * weights in nanoseconds adding up to the samples of the summary.  */
+static const char phases_py[] =
+	"import hashlib, sys, time, zlib\n"
+	"data = bytes(range(256)) * 4096\n"
+	"for phase in sys.argv[1]:\n"
+	"    end = time.monotonic() + float(sys.argv[2])\n"
+	"    while time.monotonic() < end:\n"
+	"        if phase == 'z':\n"
+	"            zlib.compress(data, 6)\n"
+	"        else:\n"
+	"            hashlib.sha256(data).digest()\n";
+
+static const char phases_check[] =
+	"import json, sys\n"
+	"doc = json.load(open(sys.argv[1]))\n"
+	"period, samples = int(sys.argv[2]), int(sys.argv[3])\n"
+	"frames = [f['name'] for f in doc['shared']['frames']]\n"
+	"total = 0\n"
+	"best = None\n"
+	"for p in doc['profiles']:\n"
+	"    assert p['type'] == 'sampled', p['type']\n"
+	"    assert p['unit'] == 'nanoseconds', p['unit']\n"
+	"    assert len(p['samples']) == len(p['weights'])\n"
+	"    assert p['endValue'] - p['startValue'] == sum(p['weights'])\n"
+	"    assert all(w > 0 and w % period == 0 for w in p['weights'])\n"
+	"    total += sum(p['weights'])\n"
+	"    if best is None or sum(p['weights']) > sum(best['weights']):\n"
+	"        best = p\n"
+	"assert total == samples * period, (total, samples * period)\n"
+	"runs = ''\n"
+	"for s in best['samples']:\n"
+	"    names = [frames[i] for i in s]\n"
+	"    z = any('deflate' in n or 'zlib' in n for n in names)\n"
+	"    h = any('sha256' in n.lower() for n in names)\n"
+	"    c = 'z' if z and not h else 'h' if h and not z else ''\n"
+	"    if c and not runs.endswith(c):\n"
+	"        runs += c\n"
+	"print(runs)\n";
+
+START_TEST(time_order_python)
+{
+	const char *dir = tu_temp_dir();
+	char script[4096], check[4096], out[4096];
+	snprintf(script, sizeof(script), "%s/phases.py", dir);
+	snprintf(check, sizeof(check), "%s/phases_check.py", dir);
+	snprintf(out, sizeof(out), "%s/python.speedscope.json", dir);
+	FILE *f = fopen(script, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(phases_py, f);
+	ck_assert_int_eq(fclose(f), 0);
+	f = fopen(check, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(phases_check, f);
+	ck_assert_int_eq(fclose(f), 0);
+	struct tu_run *run = tu_cprof_run(120000, "-F", "199", "-o", out, "--",
+					  "python3", script, "zhz", "0.7",
+					  NULL);
+	if (tu_run_exit_code(run) != 0)
+		tu_run_dump(run, "cprof-attach", 4000);
+	ck_assert_int_eq(tu_run_exit_code(run), 0);
+	const char *summary = strstr(run->err, "cprof-attach: ");
+	ck_assert_ptr_nonnull(summary);
+	unsigned long long samples = strtoull(summary + 14, NULL, 10);
+	ck_assert_uint_gt(samples, 0);
+	char cmd[16384];
+	snprintf(cmd, sizeof(cmd), "python3 '%s' '%s' %llu %llu 2>&1", check,
+		 out, (1000000000ULL + 199 / 2) / 199, samples);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	char line[4096] = "";
+	if (!fgets(line, sizeof(line), p))
+		line[0] = '\0';
+	char rest[4096];
+	while (fgets(rest, sizeof(rest), p))
+		fputs(rest, stderr);
+	int status = pclose(p);
+	ck_assert_msg(status == 0, "the check of %s failed: %s", out, line);
+	ck_assert_msg(strcmp(line, "zhz\n") == 0,
+		      "phases in the thread's samples: %s(expected zhz: zlib, "
+		      "sha256, zlib in time order)", line);
+}
+END_TEST
+
 /* The recorded folded files of fixtures/data, read with cp_read_folded
  * and written again: what `cprof convert` does.  */
 static const char *const folded_files[] = {
@@ -676,6 +763,11 @@ static Suite *suite(void)
 			    sizeof(folded_files) / sizeof(folded_files[0]));
 	tcase_add_test(tc, time_order_log);
 	suite_add_tcase(s, tc);
+	TCase *e2e = tcase_create("e2e");
+	tcase_add_checked_fixture(e2e, setup, teardown);
+	tcase_set_timeout(e2e, 150);
+	tcase_add_test(e2e, time_order_python);
+	suite_add_tcase(s, e2e);
 	TCase *large = tcase_create("large");
 	tcase_add_checked_fixture(large, setup, teardown);
 	tcase_set_timeout(large, 120);

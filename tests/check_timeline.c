@@ -19,8 +19,10 @@
  *   - memory stays flat however many samples go through;
  *   - malformed lines: one "FILE:LINE: what" message, exit 2, no output
  *     file (not even a temporary), nothing on standard output;
- *   - weights: raw lines carry them, a thread's last sample lasts what
- *     it stands for.  */
+ *   - weights: raw lines carry them (their sum is the profile's total on
+ *     a real program whose threads wait for a CPU), a thread's last
+ *     sample lasts what it stands for, so a trace of a real program has
+ *     no zero-length frames, and names its process and threads.  */
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
@@ -1113,6 +1115,20 @@ struct cli_run {
 	char *err;  /* standard error */
 };
 
+/* Everything F (a pipe) gives, NUL-terminated; F stays open.  */
+static char *slurp_stream_nofree(FILE *f)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *mem = open_memstream(&text, &size);
+	ck_assert_ptr_nonnull(mem);
+	int c;
+	while ((c = getc(f)) != EOF)
+		putc(c, mem);
+	fclose(mem);
+	return text;
+}
+
 static char *slurp_stream(FILE *f)
 {
 	char *text = NULL;
@@ -1461,6 +1477,168 @@ END_TEST
 
 /* ----------------------------------------------------------------- suite */
 
+/* ----------------------------------------------------- real programs */
+
+/* Checks a Chrome trace (argv[1]) the way a viewer reads it: a
+ * process_name event, a thread_name event for every thread with events,
+ * and per thread B/E properly nested, each E after its B (a pair at one
+ * timestamp is drawn as nothing, and speedscope's importer warns).
+ * Prints "ok THREADS PAIRS".  */
+static const char trace_check[] =
+	"import json, sys\n"
+	"doc = json.load(open(sys.argv[1]))\n"
+	"procs, names, open_, pairs = set(), {}, {}, 0\n"
+	"for e in doc['traceEvents']:\n"
+	"    if e['ph'] == 'M':\n"
+	"        if e['name'] == 'process_name' and e['args']['name']:\n"
+	"            procs.add(e['pid'])\n"
+	"        if e['name'] == 'thread_name':\n"
+	"            names[e['tid']] = e['args']['name']\n"
+	"        continue\n"
+	"    st = open_.setdefault(e['tid'], [])\n"
+	"    if e['ph'] == 'B':\n"
+	"        st.append(e)\n"
+	"        continue\n"
+	"    assert e['ph'] == 'E', e\n"
+	"    b = st.pop()\n"
+	"    assert b['name'] == e['name'], (b, e)\n"
+	"    assert e['ts'] > b['ts'], 'zero-length: %r %r' % (b, e)\n"
+	"    pairs += 1\n"
+	"assert all(not st for st in open_.values()), 'unbalanced'\n"
+	"assert open_, 'no events'\n"
+	"pids = {e['pid'] for e in doc['traceEvents']}\n"
+	"assert pids <= procs, 'no process_name for %r' % (pids - procs)\n"
+	"for tid in open_:\n"
+	"    assert names.get(tid), 'no thread_name for %d' % tid\n"
+	"print('ok', len(open_), pairs)\n";
+
+/* Run trace_check on PATH; fails the test unless it says ok.  */
+static void check_trace_file(const char *path)
+{
+	char script[4096], cmd[8192];
+	snprintf(script, sizeof(script), "%s/trace_check.py", tu_temp_dir());
+	write_file(script, trace_check);
+	snprintf(cmd, sizeof(cmd), "python3 '%s' '%s' 2>&1", script, path);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	char *out = slurp_stream_nofree(p);
+	int status = pclose(p);
+	ck_assert_msg(status == 0 && strncmp(out, "ok ", 3) == 0,
+		      "trace %s: %s", path, out);
+	free(out);
+}
+
+/* N of "cprof-attach: N samples from ..." in RUN's standard error.  */
+static unsigned long long summary_samples(const struct tu_run *run)
+{
+	const char *at = strstr(run->err, "cprof-attach: ");
+	ck_assert_msg(at != NULL, "no summary: %s", run->err);
+	char *end;
+	unsigned long long n = strtoull(at + 14, &end, 10);
+	ck_assert_msg(strncmp(end, " samples from", 13) == 0,
+		      "no sample count in: %.200s", at);
+	return n;
+}
+
+/* What cprof-attach --format raw found on the threads fixture with two
+ * busy programs beside it (2 CPUs): its workers wait for a CPU, so a
+ * sample can stand for several ticks (--wall: ticks that came due while
+ * a stop asked for waited with the thread; CPU mode: CPU time of more
+ * than a period).  In both modes the raw file's weights add up to the
+ * summary's samples (the folded profile's total); one line per sample
+ * did not (--wall: 946 lines for 986 samples).  Then cprof timeline makes
+ * a trace of it that viewers draw (thread names, no zero-length
+ * frames).  */
+static const char *const raw_modes[] = {"--wall", "--frequency=99"};
+
+START_TEST(e2e_raw_weights)
+{
+	struct tu_proc *fixture = tu_fixture_start("threads", "60", NULL);
+	ck_assert_ptr_nonnull(fixture);
+	ck_assert(tu_proc_wait_line(fixture, "ready", 30000));
+	for (int i = 0; i < 2; i++) {
+		struct tu_proc *hog = tu_fixture_start("chain-O0", "60", NULL);
+		ck_assert_ptr_nonnull(hog);
+		ck_assert(tu_proc_wait_line(hog, "ready", 30000));
+	}
+	const char *dir = tu_temp_dir();
+	char *raw_path = path_in(dir, "app.raw");
+	char *trace_path = path_in(dir, "app.json");
+	struct tu_run *run = tu_cprof_run(60000, raw_modes[_i], "--format",
+					  "raw", "-d", "2", "-o", raw_path,
+					  fixture->pid_text, NULL);
+	if (tu_run_exit_code(run) != 0)
+		tu_run_dump(run, "cprof-attach", 4000);
+	ck_assert_int_eq(tu_run_exit_code(run), 0);
+	unsigned long long samples = summary_samples(run);
+
+	char *text = slurp(raw_path);
+	bool weighted = false;
+	unsigned long long lines = 0, total = 0;
+	for (char *line = text, *eol; *line; line = eol + 1) {
+		eol = strchr(line, '\n');
+		ck_assert_ptr_nonnull(eol);
+		*eol = '\0';
+		if (strcmp(line, "# fields SECONDS TID WEIGHT STACK") == 0)
+			weighted = true;
+		if (line[0] == '#')
+			continue;
+		lines++;
+		unsigned long long weight = 1;
+		if (weighted) {
+			char *p = strchr(line, ' ');
+			ck_assert_ptr_nonnull(p);
+			p = strchr(p + 1, ' ');
+			ck_assert_ptr_nonnull(p);
+			weight = strtoull(p + 1, NULL, 10);
+			ck_assert_uint_ge(weight, 1);
+		}
+		total += weight;
+	}
+	free(text);
+	fprintf(stderr, "e2e_raw_weights %s: %llu samples in %llu raw lines\n",
+		raw_modes[_i], samples, lines);
+	ck_assert_msg(total == samples,
+		      "%s: the raw file stands for %llu samples (%llu lines%s), the summary (and the folded profile) %llu",
+		      raw_modes[_i], total, lines,
+		      weighted ? "" : ", no weights", samples);
+
+	struct cli_run cli = CLI(NULL, "timeline", raw_path, "-o", trace_path);
+	assert_ok(&cli, "cprof timeline");
+	cli_free(&cli);
+	check_trace_file(trace_path);
+	free(raw_path);
+	free(trace_path);
+}
+END_TEST
+
+/* cprof-attach --format trace of a real program whose stack changes at
+ * nearly every sample (python3 compressing with zlib), so frames begin at
+ * each thread's last sample: each still has a width, and the process and
+ * thread are named.  */
+START_TEST(e2e_trace_python)
+{
+	const char *dir = tu_temp_dir();
+	char *script = path_in(dir, "z.py");
+	char *trace_path = path_in(dir, "python.json");
+	write_file(script,
+		   "import sys, time, zlib\n"
+		   "data = bytes(range(256)) * 4096\n"
+		   "end = time.monotonic() + float(sys.argv[1])\n"
+		   "while time.monotonic() < end:\n"
+		   "    zlib.compress(data, 6)\n");
+	struct tu_run *run = tu_cprof_run(60000, "-F", "199", "--format",
+					  "trace", "-o", trace_path, "--",
+					  "python3", script, "1", NULL);
+	if (tu_run_exit_code(run) != 0)
+		tu_run_dump(run, "cprof-attach", 4000);
+	ck_assert_int_eq(tu_run_exit_code(run), 0);
+	check_trace_file(trace_path);
+	free(script);
+	free(trace_path);
+}
+END_TEST
+
 static Suite *timeline_suite(void)
 {
 	Suite *s = suite_create("timeline");
@@ -1491,6 +1669,13 @@ static Suite *timeline_suite(void)
 	tcase_add_test(tc, cli_bad_input);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("e2e");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 150);
+	tcase_add_loop_test(tc, e2e_raw_weights, 0,
+			    sizeof(raw_modes) / sizeof(*raw_modes));
+	tcase_add_test(tc, e2e_trace_python);
+	suite_add_tcase(s, tc);
 	return s;
 }
 

@@ -757,8 +757,8 @@ static int write_profile(const struct options *o, struct cp_profile *profile,
 	return cp_write_svg(profile, &so, stream);
 }
 
-/* --format raw: every sample as "SECONDS TID FRAME;FRAME;..." in time
- * order, written as it is taken.  */
+/* --format raw: every sample as "SECONDS TID WEIGHT FRAME;FRAME;..." in
+ * time order, written as it is taken.  */
 struct raw_writer {
 	FILE *stream;
 	const struct cp_profile *profile;
@@ -772,11 +772,29 @@ struct raw_writer {
 	struct cp_timeline *timeline;
 	const char **frames;
 	size_t frames_cap;
+	/* --format speedscope: the samples in time order (made at the first
+	 * sample), written with the profile's names at the end */
+	bool speedscope;
+	struct cp_speedscope_log *log;
 };
+
+/* Free what W holds (not its stream, nor its timeline).  */
+static void raw_writer_free(struct raw_writer *w)
+{
+	free(w->text);
+	free(w->named);
+	free(w->frames);
+	cp_speedscope_log_free(w->log);
+	w->text = NULL;
+	w->named = NULL;
+	w->frames = NULL;
+	w->log = NULL;
+}
 
 /* Feed one rendered stack (frames joined by ';', split in place) to the
  * timeline.  */
-static int timeline_sample(struct raw_writer *w, uint64_t t_ns, pid_t tid)
+static int timeline_sample(struct raw_writer *w, uint64_t t_ns, pid_t tid,
+			   uint64_t weight)
 {
 	size_t n = 0;
 	for (char *p = w->text; *w->text;) {
@@ -796,15 +814,23 @@ static int timeline_sample(struct raw_writer *w, uint64_t t_ns, pid_t tid)
 		*semi = '\0';
 		p = semi + 1;
 	}
-	return cp_timeline_sample(w->timeline, NULL, (double)t_ns / 1e9, tid,
-				  w->frames, n);
+	return cp_timeline_sample_weighted(w->timeline, NULL,
+					   (double)t_ns / 1e9, tid, weight,
+					   w->frames, n);
 }
 
 static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack,
 		       uint64_t weight)
 {
-	(void)weight; /* not yet written: one line per sample */
 	struct raw_writer *w = arg;
+	if (w->speedscope) {
+		int rc = w->log ? 0 : cp_speedscope_log_new(&w->log);
+		if (rc == 0)
+			rc = cp_speedscope_log_add(w->log, tid, stack, weight);
+		if (rc < 0 && !w->error)
+			w->error = ENOMEM;
+		return;
+	}
 	bool named = false;
 	for (size_t i = 0; i < w->nnamed && !named; i++)
 		named = w->named[i] == tid;
@@ -825,15 +851,16 @@ static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack,
 	ssize_t len = cp_render_stack(w->profile, stack, &w->folded, &w->text,
 				      &w->text_cap);
 	if (w->timeline) {
-		int rc = len < 0 ? (int)len : timeline_sample(w, t_ns, tid);
+		int rc = len < 0 ? (int)len
+				 : timeline_sample(w, t_ns, tid, weight);
 		if (rc < 0 && !w->error)
 			w->error = rc == -CP_E_SYS && errno ? errno : EIO;
 		return;
 	}
 	if (len < 0 ||
-	    fprintf(w->stream, "%" PRIu64 ".%06" PRIu64 " %d %s\n",
+	    fprintf(w->stream, "%" PRIu64 ".%06" PRIu64 " %d %" PRIu64 " %s\n",
 		    t_ns / 1000000000u, t_ns / 1000u % 1000000u, (int)tid,
-		    w->text) < 0)
+		    weight, w->text) < 0)
 		w->error = w->error ? w->error : errno ? errno : EIO;
 }
 
@@ -1235,6 +1262,8 @@ int main(int argc, char **argv)
 			.min_samples = o.min_samples,
 			.pid = pid,
 			.process_name = meta->target,
+			/* a unit of weight is a tick */
+			.period = 1.0 / o.frequency,
 		};
 		if (cp_timeline_new(&to, raw.stream, &raw.timeline) < 0) {
 			message("out of memory");
@@ -1245,10 +1274,20 @@ int main(int argc, char **argv)
 	} else if (strcmp(o.format, "raw") == 0) {
 		so.on_sample = raw_sample;
 		so.on_sample_arg = &raw;
+		/* "# fields" tells readers the lines have a WEIGHT (files
+		 * from before weights have none); "# weight-unit" what it
+		 * counts: ticks of 1/frequency s, the profile's unit.  */
 		fprintf(raw.stream,
-			"# cprof-attach raw samples: SECONDS TID FRAME;FRAME;... (root first)\n"
-			"# target %d %s\n# frequency %u\n",
-			(int)pid, meta->target, o.frequency);
+			"# cprof-attach raw samples: SECONDS TID WEIGHT FRAME;FRAME;... (root first)\n"
+			"# fields SECONDS TID WEIGHT STACK\n"
+			"# target %d %s\n# frequency %u\n# weight-unit %s\n",
+			(int)pid, meta->target, o.frequency,
+			meta->unit[0] ? meta->unit : "samples");
+	} else if (strcmp(o.format, "speedscope") == 0) {
+		/* Fed by the samples, so each thread's stay in time order. */
+		raw.speedscope = true;
+		so.on_sample = raw_sample;
+		so.on_sample_arg = &raw;
 	}
 	struct timespec started;
 	clock_gettime(CLOCK_REALTIME, &started);
@@ -1267,8 +1306,10 @@ int main(int argc, char **argv)
 	bool exited = stats.target_exited;
 	detach_target(target);
 	target = NULL;
-	if (force_requested)
+	if (force_requested) {
+		raw_writer_free(&raw);
 		goto out; /* interrupted twice: no profile */
+	}
 
 	if (rc < 0) {
 		message("sampling failed: %s; the target was detached",
@@ -1287,6 +1328,7 @@ int main(int argc, char **argv)
 		else
 			message("process %d exited before any sample was taken",
 				(int)pid);
+		raw_writer_free(&raw);
 		exit_code = EXIT_RUNTIME;
 		goto out;
 	}
@@ -1308,13 +1350,16 @@ int main(int argc, char **argv)
 		/* Written as taken; only the outcome is left to check.  */
 		errno = raw.error;
 		rc = raw.error ? -CP_E_SYS : 0;
+	} else if (raw.speedscope && raw.log && !raw.error) {
+		rc = cp_write_speedscope_log(profile, meta->target, raw.log,
+					     cp_output_stream(out));
 	} else {
+		if (raw.speedscope && raw.error)
+			message("warning: out of memory for the samples in time order: the speedscope file has each thread's stacks aggregated");
 		rc = write_profile(&o, profile, argc, argv,
 				   cp_output_stream(out));
 	}
-	free(raw.text);
-	free(raw.named);
-	free(raw.frames);
+	raw_writer_free(&raw);
 	if (rc < 0) {
 		message("cannot write the profile to %s: %s",
 			cp_output_path(out), strerror(errno));
