@@ -363,10 +363,11 @@ static size_t derive_modules(const struct cp_maps *maps, const char *vdso,
 		uint64_t base = m->start - m->offset;
 		/* Segments of one ELF file: each at its offset from the same
 		 * base, give or take the segment alignment (2 MiB for old
-		 * x86-64 binaries; up to 64 MiB allowed).  */
+		 * x86-64 binaries; up to 64 MiB allowed either way).  */
+		uint64_t apart = base > cur_base ? base - cur_base
+						 : cur_base - base;
 		if (cur && cur->inode == m->inode &&
-		    strcmp(cur->name, m->path) == 0 && base >= cur_base &&
-		    base - cur_base < (64u << 20)) {
+		    strcmp(cur->name, m->path) == 0 && apart < (64u << 20)) {
 			cur->high = m->end;
 			cur->executable |= m->executable;
 			continue;
