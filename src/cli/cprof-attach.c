@@ -43,6 +43,9 @@ static volatile sig_atomic_t force_requested; /* a second one: stop now */
 static volatile sig_atomic_t target_written;  /* bytes of ours are in the
 					       * target (heap mode) */
 static volatile uint64_t first_stop_ns;       /* when the first came */
+static volatile sig_atomic_t first_stop_sig;  /* which signal it was */
+static volatile pid_t first_stop_sender;      /* who sent it (0: the
+					       * kernel, e.g. the terminal) */
 static volatile pid_t launched_child;
 static int launched_status = -1;              /* its wait status, once
 					       * collected by the target */
@@ -61,6 +64,11 @@ static bool ignored_at_start[NSIG];
  * on) and to the tracing process directly; timeout(1) signals its child
  * and then the child's group.  */
 #define SAME_REQUEST_NS 200000000ull
+/* Copies of one signal from one sender are one request for longer: the
+ * visible process passes on what it gets (with the original sender), and
+ * on a loaded host its copy of a kill of the whole group can come well
+ * after the tracing process's own.  */
+#define SAME_SENDER_NS 2000000000ull
 
 static const char usage_text[] =
 	"Usage: cprof-attach [OPTIONS] PID [OPTIONS]\n"
@@ -440,8 +448,16 @@ static void on_stop_signal(int sig, siginfo_t *info, void *context)
 	(void)context;
 	int saved_errno = errno;
 	uint64_t now = monotonic_ns();
+	/* A copy passed on by the visible process names the sender it had. */
+	pid_t sender = info && info->si_code <= 0 ? info->si_pid : 0;
+	if (info && info->si_code == SI_QUEUE && sender == visible_pid)
+		sender = (pid_t)info->si_value.sival_int;
 	if (stop_requested) {
-		if (now - first_stop_ns >= SAME_REQUEST_NS && !force_requested) {
+		bool copy = now - first_stop_ns < SAME_REQUEST_NS ||
+			    (sig == first_stop_sig && sender != 0 &&
+			     sender == first_stop_sender &&
+			     now - first_stop_ns < SAME_SENDER_NS);
+		if (!copy && !force_requested) {
 			force_requested = 1;
 			if (!target_written) {
 				say_now("cprof-attach: interrupted again: exiting "
@@ -456,6 +472,8 @@ static void on_stop_signal(int sig, siginfo_t *info, void *context)
 		return;
 	}
 	first_stop_ns = now;
+	first_stop_sig = sig;
+	first_stop_sender = sender;
 	stop_requested = 1;
 	/* Ctrl-C from the terminal reaches the whole foreground process group,
 	 * the launched command included; a stop signal sent to us alone (kill,
@@ -477,8 +495,13 @@ static void on_visible_signal(int sig, siginfo_t *info, void *context)
 {
 	(void)context;
 	int saved_errno = errno;
-	if (holder_pid > 0 && (!info || info->si_code <= 0))
-		kill(holder_pid, sig);
+	if (holder_pid > 0 && (!info || info->si_code <= 0)) {
+		/* With the original sender, so that a copy of the same
+		 * request that reaches the tracing process directly (a kill
+		 * of the process group) is known for one (on_stop_signal). */
+		union sigval from = {.sival_int = info ? (int)info->si_pid : 0};
+		sigqueue(holder_pid, sig, from);
+	}
 	errno = saved_errno;
 }
 
