@@ -862,10 +862,15 @@ static void set_loader_bp(struct cp_heap *h, uint64_t addr)
 }
 
 /* The target's mappings changed (tracing began; a dlopen or dlclose is
- * complete): the unwinder forgets what it cached of them.  */
+ * complete): the unwinder forgets what it cached of them, and the
+ * symbolizer records them and opens the modules' files now, while the
+ * target lives.  The names are looked up on another thread, and after the
+ * detach: a short-lived target is gone by then, its /proc/PID/maps and
+ * map_files with it.  */
 static void mappings_changed(struct cp_heap *h)
 {
 	cp_unwinder_invalidate(h->unwinder);
+	cp_symbols_capture(h->symbols);
 }
 
 /* Find the entry points and set the breakpoints.  */

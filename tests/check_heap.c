@@ -1259,6 +1259,74 @@ START_TEST(test_launch_peak)
 }
 END_TEST
 
+/* heap-short, a three-line program that is gone in a moment, traced 20
+ * times from its start with two busy loops beside it (as many as the
+ * machine has CPUs, here): every stack is named, main;short_leak, 8
+ * allocations.  Its stacks are named after it exited (the symbolizer
+ * works beside the tracer, and after the detach): from the mappings
+ * captured while it lived.  Before, 15 of 20 runs under load named no
+ * frame at all.  */
+START_TEST(test_launch_short_names)
+{
+	static const char *const extra[] = { "--format", "folded",
+					     "--heap-metric", "alloc-count",
+					     NULL };
+	char output[PATH_MAX];
+	char program[PATH_MAX];
+	unsigned named = 0;
+
+	snprintf(program, sizeof(program), "%s/fixtures/heap-short",
+		 CP_BUILD_DIR);
+	for (int i = 0; i < 2; i++)
+		CHECK(tu_fixture_start("chain-O0", "600", NULL) != NULL,
+		      "no busy loop");
+	for (int round = 0; round < 20; round++) {
+		const char *args[12];
+		size_t argc = 0;
+		struct tu_run *run;
+		struct tu_profile *profile;
+		char error[256];
+		char *text;
+
+		temp_output("short.folded", output, sizeof(output));
+		args[argc++] = "--heap";
+		args[argc++] = "-q";
+		for (size_t i = 0; extra[i] != NULL; i++)
+			args[argc++] = extra[i];
+		args[argc++] = "-o";
+		args[argc++] = output;
+		args[argc++] = "--";
+		args[argc++] = program;
+		args[argc] = NULL;
+		run = tu_cprof_startv(args);
+		CHECK(run != NULL, "cprof-attach could not be started");
+		ctx.run = run;
+		expect_exit_ok(run, LAUNCH_TIMEOUT_MS);
+		text = tu_read_file(output);
+		CHECK(text != NULL, "cprof-attach did not write %s", output);
+		ctx.report = text;
+		profile = tu_profile_parse(text, error, sizeof(error));
+		CHECK(profile != NULL, "%s is not a folded profile: %s", output,
+		      error);
+		CHECK(tu_profile_total(profile) == 8,
+		      "round %d: %" PRIu64 " allocations, heap-short made 8",
+		      round, tu_profile_total(profile));
+		CHECK(strstr(text, "[unknown]") == NULL
+		      && tu_profile_count_contiguous(profile,
+						     TU_FRAMES("main",
+							       "short_leak"))
+			 == 8,
+		      "round %d (%u named before): the stacks of heap-short's "
+		      "8 allocations are not all main;short_leak", round,
+		      named);
+		named++;
+		tu_profile_free(profile);
+		ctx.report = NULL;
+		free(text);
+	}
+}
+END_TEST
+
 /* What memcheck counted: "total heap usage: A allocs, F frees, B bytes
  * allocated".  */
 struct totals {
@@ -1547,6 +1615,7 @@ static Suite *heap_suite(void)
 	tcase = new_case(suite, "launch", 300);
 	tcase_add_test(tcase, test_launch_ctor);
 	tcase_add_test(tcase, test_launch_peak);
+	tcase_add_test(tcase, test_launch_short_names);
 
 	tcase = new_case(suite, "memcheck", 600);
 	tcase_add_loop_test(tcase, test_memcheck, 0,
