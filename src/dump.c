@@ -114,8 +114,9 @@ int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
 						 max_depth);
 		size_t cap = 0;
 		for (size_t j = 0; j < npcs; j++) {
+			uint64_t pc = cp_unwind_address(pcs[j]);
 			const struct cp_symbol *sym =
-				cp_symbols_lookup(symbols, pcs[j]);
+				cp_symbols_lookup(symbols, pc);
 			for (size_t k = 0; k < sym->nframes; k++) {
 				if (t->nframes == cap) {
 					cap = cap ? cap * 2 : 32;
@@ -128,7 +129,7 @@ int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
 				t->frames[t->nframes++] = (struct cp_dump_frame){
 					/* Show return addresses as they are
 					 * on the stack.  */
-					.address = j == 0 ? pcs[j] : pcs[j] + 1,
+					.address = j == 0 ? pc : pc + 1,
 					.frame = &sym->frames[k],
 					.module = sym->module,
 				};

@@ -2,12 +2,14 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "cprof/error.h"
+#include "cprof/unwinder.h"
 #include "hashidx.h"
 
 /* A unit of work for the symbolizer thread.  LOCATION UINT32_MAX with
@@ -206,7 +208,10 @@ uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
 	uint32_t id = cp_hashidx_find(&res->index, hash, addr_eq, &key);
 	if (id != UINT32_MAX)
 		return id;
-	id = cp_profile_add_location(res->profile, address, 0, NULL, 0);
+	/* A frame the unwinder found without unwind tables is a location
+	 * of its own (its name is marked), at the same address.  */
+	uint64_t pc = cp_unwind_address(address);
+	id = cp_profile_add_location(res->profile, pc, 0, NULL, 0);
 	if (id == UINT32_MAX)
 		return id;
 	if (id >= res->addresses_cap) {
@@ -223,10 +228,10 @@ uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
 	/* Its module is kept while the target lives, before the
 	 * symbolizer thread (which may lag far behind under load) looks:
 	 * a library may be unloaded by then, the target gone.  */
-	if (!res->capture && !cp_symbols_capture_has(res->symbols, address))
+	if (!res->capture && !cp_symbols_capture_has(res->symbols, pc))
 		res->capture = true;
 	if (!cp_hashidx_insert(&res->index, hash, id) ||
-	    !push(&res->outbox, (struct job){address, id, NULL}))
+	    !push(&res->outbox, (struct job){pc, id, NULL}))
 		return UINT32_MAX;
 	return id;
 }
@@ -247,6 +252,16 @@ static void apply(struct cp_resolver *res, const struct job *job)
 					: 0;
 		lines[i].line = f->line;
 		lines[i].inlined = f->inlined;
+	}
+	/* A caller the unwinder found without unwind tables: its function
+	 * says so, in every output ("main_[fp]", cprof-attach(1)).  */
+	if (n > 0 && (res->addresses[job->location] & CP_UNWIND_GUESSED)) {
+		char marked[1024];
+		int len = snprintf(marked, sizeof(marked), "%s_[fp]",
+				   sym->frames[n - 1].function);
+		if (len > 0 && (size_t)len < sizeof(marked))
+			lines[n - 1].function =
+				cp_profile_intern(p, marked, (size_t)len);
 	}
 	uint32_t module = sym->module ? cp_profile_intern(p, sym->module,
 							  strlen(sym->module))

@@ -1,15 +1,20 @@
-/* Remote DWARF CFI unwinding with libunwind, from a stack snapshot.  */
+/* Remote DWARF CFI unwinding with libunwind, from a stack snapshot; where
+ * no CFI covers a pc, the caller found by nocfi.c.  */
 #include "cprof/unwinder.h"
 
-#include <errno.h>
-#include <libunwind-ptrace.h>
 #include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libunwind-ptrace.h>
 #include <libunwind.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cprof/error.h"
 #include "cprof/procfs.h"
+#include "nocfi.h"
 #include "unwtables.h"
 
 #if !defined(__x86_64__)
@@ -38,6 +43,19 @@ struct cp_unwinder {
 	struct cp_unwtables *tables;  /* the modules' checked unwind tables */
 	struct page_slot *pages;
 	const struct cp_snapshot *snap; /* the snapshot being unwound */
+	/* The registers libunwind starts a walk from: the snapshot's, then
+	 * those of a caller found without CFI (restart_at).  */
+	struct user_regs_struct regs;
+	uint32_t lost;                  /* registers of REGS without a value
+					 * (a guessed frame's) */
+	bool own_regs;                  /* CP_UNWIND_PTRACE: REGS, not the
+					 * thread's, are served */
+	bool cfi_missing;               /* find_proc_info found no FDE */
+	struct cp_snapshot ptrace_stack; /* CP_UNWIND_PTRACE: a copy of the
+					  * stack, for frames without CFI */
+	bool ptrace_stack_read;         /* ... taken in this walk */
+	uint64_t entry;                 /* the executable's entry point
+					 * (_start), 0 when unknown */
 	struct tid_upt *tid_upts;       /* for CP_UNWIND_PTRACE */
 	size_t ntid_upts;
 };
@@ -55,6 +73,25 @@ extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as,
  * as ARG, not ours, so they find the unwinder being run through this
  * pointer.  One unwind runs at a time per thread.  */
 static __thread struct cp_unwinder *current;
+
+/* The executable's entry point (AT_ENTRY), or 0.  */
+static uint64_t entry_point(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	uint64_t pair[2], value = 0;
+	while (read(fd, pair, sizeof(pair)) == (ssize_t)sizeof(pair) &&
+	       pair[0] != AT_NULL)
+		if (pair[0] == AT_ENTRY) {
+			value = pair[1];
+			break;
+		}
+	close(fd);
+	return value;
+}
 
 static const struct cp_map *find_map(struct cp_unwinder *uw, uint64_t addr)
 {
@@ -76,15 +113,25 @@ static const struct cp_map *find_map(struct cp_unwinder *uw, uint64_t addr)
  * search table (CP_UNWTABLES_ENTRY, which matches every pc) whose segbase
  * is the FDE's address, so its search parses exactly that FDE, read
  * through our access_mem from the checked image.  No system call: the
- * tables are built on the first pc of each module.  */
+ * tables are built on the first pc of each module.
+ *
+ * Where there is no FDE, the answer is not UNW_ENOINFO: with that,
+ * libunwind's unw_step guesses a frame-pointer frame from rbp in any
+ * code, also code that uses rbp for something else, and hands on what it
+ * read there as the return address (garbage frames, "[unknown]" or a
+ * wrong function, each a new address for the symbolizer), with the
+ * stack pointer left 16 bytes above the callee's.  The step fails
+ * instead, and walk() finds the caller itself (nocfi.h).  */
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 			  unw_proc_info_t *pi, int need_unwind_info, void *arg)
 {
 	struct cp_unwinder *uw = current;
 	const struct cp_map *map = find_map(uw, ip);
 	if (!map || map->path[0] == '\0' ||
-	    (map->path[0] == '[' && strcmp(map->path, "[vdso]") != 0))
-		return -UNW_ENOINFO;
+	    (map->path[0] == '[' && strcmp(map->path, "[vdso]") != 0)) {
+		uw->cfi_missing = true;
+		return -UNW_ESTOPUNWIND;
+	}
 	const struct cp_ehframe_fde *fde =
 		cp_unwtables_find(uw->tables, uw->maps, map, ip);
 	/* Rules cached from dropped tables may name expressions in an image
@@ -93,8 +140,10 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 		unw_flush_cache(uw->as, 0, 0);
 		unw_flush_cache(uw->as_ptrace, 0, 0);
 	}
-	if (!fde)
-		return -UNW_ENOINFO;
+	if (!fde) {
+		uw->cfi_missing = true;
+		return -UNW_ESTOPUNWIND;
+	}
 	unw_dyn_info_t di;
 	memset(&di, 0, sizeof(di));
 	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
@@ -103,8 +152,13 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 	di.u.rti.segbase = fde->fde_addr;
 	di.u.rti.table_data = CP_UNWTABLES_ENTRY;
 	di.u.rti.table_len = 8 / sizeof(unw_word_t);
-	return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi,
-						  need_unwind_info, arg);
+	int rc = _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi,
+						    need_unwind_info, arg);
+	if (rc == -UNW_ENOINFO) {
+		uw->cfi_missing = true;
+		return -UNW_ESTOPUNWIND;
+	}
+	return rc;
 }
 
 /* The unwind information libunwind's FDE parser made lives in its own
@@ -215,12 +269,13 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t reg,
 	/* libunwind reads registers lazily, only when a frame's rule uses
 	 * one that no inner frame saved: an error here ends the walk at the
 	 * frame that needed it (unw_step fails), and we note which.  */
+	if (reg >= 0 && reg < 32 && (uw->lost & (1u << reg)))
+		return -UNW_EBADREG;
 	if (reg >= 0 && reg < 32 && (partial_unknown & (1u << reg))) {
 		partial_needed |= 1u << reg;
 		return -UNW_EBADREG;
 	}
-	unsigned long long *slot =
-		reg_slot((struct user_regs_struct *)&uw->snap->regs, reg);
+	unsigned long long *slot = reg_slot(&uw->regs, reg);
 	if (!slot)
 		return -UNW_EBADREG;
 	*valp = *slot;
@@ -268,12 +323,22 @@ static int ptrace_access_mem(unw_addr_space_t as, unw_word_t addr,
 	return _UPT_access_mem(as, addr, valp, write, arg);
 }
 
+/* The thread's registers, until a walk restarts from a caller found
+ * without CFI (restart_at).  */
+static int ptrace_access_reg(unw_addr_space_t as, unw_regnum_t reg,
+			     unw_word_t *valp, int write, void *arg)
+{
+	if (current && current->own_regs)
+		return access_reg(as, reg, valp, write, arg);
+	return _UPT_access_reg(as, reg, valp, write, arg);
+}
+
 static unw_accessors_t ptrace_accessors = {
 	.find_proc_info = find_proc_info,
 	.put_unwind_info = put_unwind_info,
 	.get_dyn_info_list_addr = get_dyn_info_list_addr,
 	.access_mem = ptrace_access_mem,
-	.access_reg = _UPT_access_reg,
+	.access_reg = ptrace_access_reg,
 	.access_fpreg = _UPT_access_fpreg,
 	.resume = resume,
 	.get_proc_name = get_proc_name,
@@ -308,6 +373,7 @@ int cp_unwinder_new(pid_t pid, struct cp_unwinder **out)
 		cp_unwinder_free(uw);
 		return rc;
 	}
+	uw->entry = entry_point(pid);
 	*out = uw;
 	return 0;
 }
@@ -324,6 +390,7 @@ void cp_unwinder_free(struct cp_unwinder *uw)
 		for (size_t i = 0; i < PAGE_CACHE_SLOTS; i++)
 			free(uw->pages[i].data);
 	free(uw->pages);
+	free(uw->ptrace_stack.stack);
 	if (uw->as)
 		unw_destroy_addr_space(uw->as);
 	if (uw->as_ptrace)
@@ -339,6 +406,7 @@ void cp_unwinder_invalidate(struct cp_unwinder *uw)
 		uw->pages[i].page = 0;
 	unw_flush_cache(uw->as, 0, 0);
 	unw_flush_cache(uw->as_ptrace, 0, 0);
+	uw->entry = entry_point(uw->pid);
 	struct cp_maps *fresh;
 	if (cp_maps_read(uw->pid, &fresh) == 0) {
 		cp_maps_free(uw->maps);
@@ -346,29 +414,282 @@ void cp_unwinder_invalidate(struct cp_unwinder *uw)
 	}
 }
 
-/* Walk CURSOR into PCS.  A return address is adjusted by one so it falls
- * inside the call, except after a signal frame, where the next pc is the
- * interrupted instruction itself.  */
-static size_t walk(unw_cursor_t *cursor, uint64_t *pcs, size_t max)
+
+/* ------------------------------------------------ frames without CFI */
+
+/* LEN bytes of target code at ADDR, which must lie in one executable
+ * mapping of the kept maps (never re-read here: the guesses try stack
+ * words that are no addresses at all).  File-backed code comes from the
+ * page cache, also across a page boundary.  */
+static bool read_code(void *ctx, uint64_t addr, void *buf, size_t len)
 {
+	struct cp_unwinder *uw = ctx;
+	const struct cp_map *m = cp_maps_find(uw->maps, addr);
+	if (!m || !m->executable || m->end - addr < len)
+		return false;
+	if (!m->writable && (m->path[0] == '/' ||
+			     strcmp(m->path, "[vdso]") == 0)) {
+		size_t done = 0;
+		while (done < len) {
+			uint64_t at = addr + done;
+			size_t room = PAGE_SIZE_ - (size_t)(at % PAGE_SIZE_);
+			size_t chunk = len - done < room ? len - done : room;
+			if (!read_cached(uw, at, (char *)buf + done, chunk))
+				break;
+			done += chunk;
+		}
+		if (done == len)
+			return true;
+	}
+	return cp_target_read(uw->pid, addr, buf, len) == (ssize_t)len;
+}
+
+/* CP_UNWIND_PTRACE: the stack from SP up to the end of its mapping (at
+ * most CP_TARGET_STACK_MAX), copied at the first frame without CFI of a
+ * walk, in one read: the guesses read many words.  */
+static const struct cp_snapshot *ptrace_stack(struct cp_unwinder *uw,
+					      uint64_t sp)
+{
+	struct cp_snapshot *s = &uw->ptrace_stack;
+	if (uw->ptrace_stack_read)
+		return s;
+	uw->ptrace_stack_read = true;
+	s->stack_addr = sp;
+	s->stack_len = 0;
+	const struct cp_map *m = find_map(uw, sp);
+	if (!m || !m->writable)
+		return s;
+	size_t len = m->end - sp < CP_TARGET_STACK_MAX ? (size_t)(m->end - sp)
+						      : CP_TARGET_STACK_MAX;
+	if (s->stack_cap < len) {
+		unsigned char *grown = realloc(s->stack, len);
+		if (!grown)
+			return s;
+		s->stack = grown;
+		s->stack_cap = len;
+	}
+	ssize_t n = cp_target_read(uw->pid, sp, s->stack, len);
+	s->stack_len = n > 0 ? (size_t)n : 0;
+	return s;
+}
+
+/* The value of register REG in the frame CURSOR is at.  A register that
+ * a partial snapshot lacks is not "needed" for this read (*FROM_SNAPSHOT
+ * says it was one of those): it is only carried over, and needed when a
+ * rule uses it.  */
+static bool frame_reg(unw_cursor_t *cursor, unw_regnum_t reg, uint64_t *val,
+		      bool *from_snapshot)
+{
+	uint32_t needed = partial_needed;
+	unw_word_t v = 0;
+	int rc = unw_get_reg(cursor, reg, &v);
+	*from_snapshot = partial_needed != needed;
+	partial_needed = needed;
+	*val = v;
+	return rc == 0;
+}
+
+#define ALL_REGS (CP_UNWIND_REG(CP_REG_RIP + 1) - 1)
+/* _start's length, at most (glibc's is 38 bytes, musl's 22).  */
+#define START_SIZE 64
+
+/* Start CURSOR over at C, the caller of the frame CURSOR is at, found
+ * without CFI, from registers of our making: the pc is the return address
+ * minus one (inside the call, where libunwind looks a return address up;
+ * a new cursor takes its pc as exact), rsp and rbp as found, the other
+ * callee-saved registers carried over when nothing was saved below the
+ * return address, every other register without a value (a rule that
+ * needs one ends the walk there).  */
+static int restart_at(struct cp_unwinder *uw, unw_cursor_t *cursor,
+		      unw_addr_space_t as, void *arg,
+		      const struct cp_nocfi_caller *c)
+{
+	static const unw_regnum_t callee_saved[] = {
+		UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
+		UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
+	};
+	struct user_regs_struct regs;
+	memset(&regs, 0, sizeof(regs));
+	uint32_t lost = ALL_REGS, from_snapshot = 0;
+	regs.rip = c->ret - 1;
+	regs.rsp = c->sp;
+	lost &= ~(CP_UNWIND_REG(CP_REG_RIP) | CP_UNWIND_REG(CP_REG_RSP));
+	if (c->rbp_known) {
+		regs.rbp = c->rbp;
+		lost &= ~CP_UNWIND_REG(CP_REG_RBP);
+	}
+	for (size_t i = 0; c->regs_kept && i < sizeof(callee_saved) /
+						   sizeof(callee_saved[0]);
+	     i++) {
+		unw_regnum_t reg = callee_saved[i];
+		uint64_t v;
+		bool snap_lacks;
+		if (frame_reg(cursor, reg, &v, &snap_lacks)) {
+			*reg_slot(&regs, reg) = v;
+			lost &= ~(1u << reg);
+		} else if (snap_lacks) {
+			from_snapshot |= 1u << reg;
+			lost &= ~(1u << reg);
+		}
+	}
+	uw->regs = regs;
+	uw->lost = lost;
+	partial_unknown = from_snapshot;
+	uw->own_regs = true;
+	return unw_init_remote(cursor, as, arg);
+}
+
+/* The frame CURSOR is at, with pc PC and stack pointer SP, has no CFI:
+ * find its caller (nocfi.h) and start CURSOR over there.  INTERRUPTED:
+ * the frame is the thread's own or one a signal interrupted.  Returns 1
+ * at the caller (*SCANNED: found by a scan of the stack), 0 when the
+ * frame is the outermost, -1 when no caller was found.  */
+static int step_without_cfi(struct cp_unwinder *uw, unw_cursor_t *cursor,
+			    unw_addr_space_t as, void *arg, uint64_t pc,
+			    uint64_t sp, bool interrupted, bool *scanned)
+{
+	/* _start is the main thread's first frame (glibc's CFI says so,
+	 * musl's _start has none): above it lie argv, the environment and
+	 * the auxiliary vector, whose words include code addresses.  */
+	if (uw->entry && pc >= uw->entry && pc - uw->entry < START_SIZE)
+		return 0;
+	/* A pc outside code is garbage a step made.  */
+	const struct cp_map *m = cp_maps_find(uw->maps, pc);
+	if (!m || !m->executable)
+		return -1;
+	const struct cp_nocfi_code code = {read_code, uw};
+	uint64_t rbp;
+	bool snap_lacks;
+	bool rbp_known = frame_reg(cursor, UNW_X86_64_RBP, &rbp, &snap_lacks);
+	const struct cp_snapshot *stack =
+		uw->snap ? uw->snap : ptrace_stack(uw, sp);
+	struct cp_nocfi_caller c;
+	int found = cp_nocfi_caller(&code, stack, pc, sp,
+				    rbp_known ? &rbp : NULL, interrupted,
+				    uw->entry, &c);
+	if (found <= 0)
+		return found;
+	/* The stack grows down: a caller's frame lies above.  */
+	if (c.sp <= sp || restart_at(uw, cursor, as, arg, &c) < 0)
+		return -1;
+	*scanned = c.how == CP_NOCFI_SCANNED;
+	return 1;
+}
+
+/* ------------------------------------------------------------ walks */
+
+/* Where a walk ended.  */
+struct walk_end {
+	bool ended;          /* at the outermost frame (unw_step said 0) */
+	uint64_t stop_sp;    /* when a rule needed a register the snapshot */
+	uint64_t stop_start; /* lacks: that frame's stack pointer and its
+			      * function's start (0 when unknown) */
+};
+
+/* Walk from the registers libunwind gets through AS and ARG into PCS (at
+ * most MAX).  A return address is adjusted by one so it falls inside the
+ * call, except after a signal frame, where the next pc is the interrupted
+ * instruction itself.  Where no CFI covers a frame, its caller is found
+ * without (step_without_cfi) and its pc tagged CP_UNWIND_GUESSED; the
+ * walk goes on from there with the callers' CFI.  A caller found by a
+ * scan of the stack must be confirmed: by a frame with CFI further on
+ * whose step gives a return address (the address after a call
+ * instruction), or by the walk reaching the outermost frame or MAX
+ * frames; the frames from the first unconfirmed one on are dropped.  (A
+ * stale return address puts the CFI of its function at the wrong place
+ * in the stack, and what that reads is seldom an address after a call.)
+ */
+static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
+		   uint64_t *pcs, size_t max, struct walk_end *end)
+{
+	unw_cursor_t cursor;
 	size_t n = 0;
-	bool exact = true;
+	memset(end, 0, sizeof(*end));
+	if (unw_init_remote(&cursor, as, arg) < 0)
+		return 0;
+	bool exact = true;        /* the pc is not a return address */
+	bool interrupted = true;  /* the frame did not stop at a call */
+	uint64_t tag = 0;
+	size_t unconfirmed = SIZE_MAX;  /* the first unconfirmed scan's */
+	const struct cp_nocfi_code code = {read_code, uw};
 	while (n < max) {
 		unw_word_t ip = 0, sp = 0;
-		if (unw_get_reg(cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
-		unw_get_reg(cursor, UNW_REG_SP, &sp);
-		pcs[n++] = exact ? ip : ip - 1;
-		exact = unw_is_signal_frame(cursor) > 0;
-		if (unw_step(cursor) <= 0)
+		unw_get_reg(&cursor, UNW_REG_SP, &sp);
+		uint64_t pc = exact ? ip : ip - 1;
+		pcs[n++] = pc | tag;
+		bool signal = unw_is_signal_frame(&cursor) > 0;
+		uw->cfi_missing = false;
+		int step = unw_step(&cursor);
+		if (step < 0 && uw->cfi_missing) {
+			bool scanned = false;
+			step = step_without_cfi(uw, &cursor, as, arg, pc, sp,
+						interrupted, &scanned);
+			if (step > 0 && scanned && unconfirmed == SIZE_MAX)
+				unconfirmed = n;
+			if (step > 0) {
+				/* Its pc is already inside the call.  */
+				tag = CP_UNWIND_GUESSED;
+				exact = true;
+				interrupted = false;
+				continue;
+			}
+		}
+		if (step <= 0) {
+			end->ended = step == 0;
 			break;
+		}
+		tag = 0;
+		exact = interrupted = signal;
 		unw_word_t next_ip = 0, next_sp = 0;
-		unw_get_reg(cursor, UNW_REG_IP, &next_ip);
-		unw_get_reg(cursor, UNW_REG_SP, &next_sp);
+		unw_get_reg(&cursor, UNW_REG_IP, &next_ip);
+		unw_get_reg(&cursor, UNW_REG_SP, &next_sp);
 		/* A frame that does not move is a loop in bad unwind data.  */
 		if (next_ip == ip && next_sp == sp)
 			break;
+		if (unconfirmed != SIZE_MAX && !signal &&
+		    cp_nocfi_after_call(&code, next_ip))
+			unconfirmed = SIZE_MAX;
 	}
+	if (unconfirmed < n && !end->ended && n < max)
+		n = unconfirmed;
+	if (partial_needed) {
+		/* A failed step leaves the cursor at the frame it failed on
+		 * (libunwind computes the CFA before changing anything).  */
+		unw_word_t sp = 0;
+		unw_proc_info_t pi;
+		unw_get_reg(&cursor, UNW_REG_SP, &sp);
+		end->stop_sp = sp;
+		if (unw_get_proc_info(&cursor, &pi) == 0)
+			end->stop_start = pi.start_ip;
+	}
+	return n;
+}
+
+/* Walk SNAP, whose registers in UNKNOWN hold no value: *NEEDED gets
+ * those of them the walk needed (it stopped at the first).  PCS[0] is the
+ * pc whatever happens.  */
+static size_t walk_snapshot(struct cp_unwinder *uw,
+			    const struct cp_snapshot *snap, uint32_t unknown,
+			    uint64_t *pcs, size_t max, struct walk_end *end,
+			    uint32_t *needed)
+{
+	current = uw;
+	uw->snap = snap;
+	uw->regs = snap->regs;
+	uw->lost = 0;
+	partial_unknown = unknown;
+	partial_needed = 0;
+	size_t n = walk(uw, uw->as, uw, pcs, max, end);
+	if (n == 0) {
+		pcs[n++] = snap->regs.rip;
+		end->ended = false;
+	}
+	*needed = partial_needed;
+	partial_unknown = partial_needed = 0;
+	uw->snap = NULL;
+	current = NULL;
 	return n;
 }
 
@@ -378,19 +699,9 @@ size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 {
 	if (max == 0)
 		return 0;
-	unw_cursor_t cursor;
-	current = uw;
-	uw->snap = snap;
-	size_t n;
-	if (unw_init_remote(&cursor, uw->as, uw) < 0) {
-		pcs[0] = snap->regs.rip;
-		n = 1;
-	} else {
-		n = walk(&cursor, pcs, max);
-	}
-	uw->snap = NULL;
-	current = NULL;
-	return n;
+	struct walk_end end;
+	uint32_t needed;
+	return walk_snapshot(uw, snap, 0, pcs, max, &end, &needed);
 }
 
 static void *upt_for_tid(struct cp_unwinder *uw, pid_t tid)
@@ -420,289 +731,65 @@ size_t cp_unwinder_unwind_ptrace(struct cp_unwinder *uw, pid_t tid,
 	void *upt = upt_for_tid(uw, tid);
 	if (!upt)
 		return 0;
-	unw_cursor_t cursor;
 	current = uw;
-	size_t n = 0;
-	if (unw_init_remote(&cursor, uw->as_ptrace, upt) == 0)
-		n = walk(&cursor, pcs, max);
+	uw->snap = NULL;
+	uw->lost = 0;
+	uw->own_regs = false;
+	uw->ptrace_stack_read = false;
+	struct walk_end end;
+	size_t n = walk(uw, uw->as_ptrace, upt, pcs, max, &end);
+	unw_word_t rip;
+	if (n == 0 && _UPT_access_reg(uw->as_ptrace, UNW_X86_64_RIP, &rip, 0,
+				      upt) == 0)
+		pcs[n++] = rip;
+	uw->own_regs = false;
 	current = NULL;
 	return n;
 }
 
 /* ---------------------------------------------------- partial unwinds */
 
-/* How far above a frame's stack pointer the frame-pointer scan looks for
- * the frame's saved rbp: room for large local arrays.  */
-#define FP_SCAN_MAX (64 * 1024)
-
-/* The stack word at ADDR from the snapshot's copy.  */
-static bool stack_word(const struct cp_snapshot *s, uint64_t addr,
-		       uint64_t *out)
-{
-	if (addr < s->stack_addr || addr - s->stack_addr > s->stack_len ||
-	    s->stack_len - (addr - s->stack_addr) < sizeof(*out))
-		return false;
-	memcpy(out, s->stack + (addr - s->stack_addr), sizeof(*out));
-	return true;
-}
-
-/* LEN bytes of target code at ADDR, which must lie in one executable
- * mapping of the kept maps (never re-read here: the scan tries stack
- * words that are no addresses at all).  */
-static bool read_code(struct cp_unwinder *uw, uint64_t addr,
-		      unsigned char *buf, size_t len)
-{
-	const struct cp_map *m = cp_maps_find(uw->maps, addr);
-	if (!m || !m->executable || m->end - addr < len)
-		return false;
-	if (!m->writable && (m->path[0] == '/' ||
-			     strcmp(m->path, "[vdso]") == 0) &&
-	    read_cached(uw, addr, buf, len))
-		return true;
-	return cp_target_read(uw->pid, addr, buf, len) == (ssize_t)len;
-}
-
-/* Length of a `call r/m64` (FF /2) from its ModRM byte and the byte
- * after it (the SIB byte when there is one), prefixes not counted.  */
-static size_t indirect_call_length(unsigned char modrm, unsigned char sib)
-{
-	unsigned mod = modrm >> 6, rm = modrm & 7;
-	size_t len = 2;
-	if (mod == 3)
-		return len;
-	if (rm == 4) {
-		len++;
-		if (mod == 0 && (sib & 7) == 5)
-			len += 4;
-	} else if (mod == 0 && rm == 5) {
-		len += 4;       /* rip-relative: call *disp32(%rip) */
-	}
-	if (mod == 1)
-		len += 1;
-	else if (mod == 2)
-		len += 4;
-	return len;
-}
-
-enum call_site { NOT_A_CALL, INDIRECT_CALL, DIRECT_CALL };
-
-/* Does a call instruction end at RET, i.e. is RET a return address?  For
- * `call rel32`, its target goes to *TARGET.  */
-static enum call_site call_before(struct cp_unwinder *uw, uint64_t ret,
-				  uint64_t *target)
-{
-	unsigned char b[8];
-	if (ret < sizeof(b) || !read_code(uw, ret - sizeof(b), b, sizeof(b)))
-		return NOT_A_CALL;
-	if (b[3] == 0xe8) {
-		int32_t rel;
-		memcpy(&rel, b + 4, sizeof(rel));
-		*target = ret + (uint64_t)(int64_t)rel;
-		return DIRECT_CALL;
-	}
-	for (size_t len = 2; len <= 7; len++) {
-		const unsigned char *op = b + sizeof(b) - len;
-		if (op[0] == 0xff && ((op[1] >> 3) & 7) == 2 &&
-		    indirect_call_length(op[1], len > 2 ? op[2] : 0) == len)
-			return INDIRECT_CALL;
-	}
-	return NOT_A_CALL;
-}
-
-/* For a function starting at START with the usual frame-pointer
- * prologue — [endbr64] push %rbp; mov %rsp,%rbp; pushes of callee-saved
- * registers; sub $N,%rsp — how far rbp lies above the stack pointer at
- * its call sites (gcc and clang at -O0, and any code built with
- * -fno-omit-frame-pointer that neither pushes arguments nor uses
- * alloca).  */
-static bool frame_pointer_offset(struct cp_unwinder *uw, uint64_t start,
-				 uint64_t *offset)
-{
-	unsigned char c[24];
-	if (!read_code(uw, start, c, sizeof(c)))
-		return false;
-	size_t i = memcmp(c, "\xf3\x0f\x1e\xfa", 4) == 0 ? 4 : 0;
-	if (c[i] != 0x55 || memcmp(c + i + 1, "\x48\x89\xe5", 3) != 0)
-		return false;
-	i += 4;
-	uint64_t below = 0;
-	for (;;) {
-		if (i + 7 > sizeof(c))
-			return false;
-		if (c[i] >= 0x50 && c[i] <= 0x57 && c[i] != 0x54) {
-			below += 8;          /* push %rbx ... */
-			i += 1;
-		} else if (c[i] == 0x41 && c[i + 1] >= 0x50 &&
-			   c[i + 1] <= 0x57) {
-			below += 8;          /* push %r12 ... */
-			i += 2;
-		} else {
-			break;
-		}
-	}
-	if (c[i] == 0x48 && c[i + 1] == 0x83 && c[i + 2] == 0xec) {
-		below += c[i + 3];                       /* sub $imm8 */
-	} else if (c[i] == 0x48 && c[i + 1] == 0x81 && c[i + 2] == 0xec) {
-		uint32_t n;
-		memcpy(&n, c + i + 3, sizeof(n));        /* sub $imm32 */
-		below += n;
-	}
-	*offset = below;
-	return true;
-}
-
-/* Recover the value rbp has in the frame whose stack pointer is FRAME_SP,
- * in the function starting at START (0 when unknown), whose unwind rule
- * needs it (the frame base of a frame-pointer function) — no inner frame
- * saved it, so it is still that frame's rbp.  A frame-pointer frame keeps
- * [rbp] = the caller's rbp and [rbp+8] = the return address into the
- * caller, so a candidate A above FRAME_SP must hold a return address at
- * A+8, i.e. the address right after a call instruction.  In order of
- * trust:
- *   1. A from the function's own prologue (push %rbp; mov %rsp,%rbp; sub
- *      $N,%rsp: rbp = FRAME_SP + N + pushes), confirmed by a call before
- *      [A+8];
- *   2. the lowest A where [A+8] follows a direct call to START itself;
- *   3. the lowest A where [A+8] follows some call, [A] is a stack address
- *      above A (the caller's rbp) and [[A]+8] follows a call too (*STRONG
- *      false: the caller checks the result further).
- * A stale pair left in the frame's uninitialised locals could pass 2 or
- * 3; the scan goes upwards so it cannot pass over the real one into the
- * callers' frames.  */
-static bool recover_rbp(struct cp_unwinder *uw, const struct cp_snapshot *s,
-			uint64_t frame_sp, uint64_t start, uint64_t *rbp,
-			bool *strong)
-{
-	uint64_t offset, ret, saved, target, hi = s->stack_addr + s->stack_len;
-	*strong = true;
-	if (start && frame_pointer_offset(uw, start, &offset) &&
-	    offset <= FP_SCAN_MAX && stack_word(s, frame_sp + offset + 8, &ret) &&
-	    call_before(uw, ret, &target) != NOT_A_CALL) {
-		*rbp = frame_sp + offset;
-		return true;
-	}
-	uint64_t weak = 0;
-	for (uint64_t a = (frame_sp + 7) & ~(uint64_t)7;
-	     a - frame_sp <= FP_SCAN_MAX && stack_word(s, a + 8, &ret); a += 8) {
-		enum call_site kind = call_before(uw, ret, &target);
-		if (kind == NOT_A_CALL)
-			continue;
-		if (kind == DIRECT_CALL && start && target == start) {
-			*rbp = a;
-			return true;
-		}
-		uint64_t caller_ret;
-		if (!weak && stack_word(s, a, &saved) && saved > a &&
-		    saved < hi && saved % 8 == 0 &&
-		    stack_word(s, saved + 8, &caller_ret) &&
-		    call_before(uw, caller_ret, &target) != NOT_A_CALL)
-			weak = a;
-	}
-	if (!weak)
-		return false;
-	*strong = false;
-	*rbp = weak;
-	return true;
-}
-
-/* walk() for a partial snapshot: registers in UNKNOWN are not served.
- * Sets *ENDED when unw_step reported the outermost frame, *NEEDED to the
- * unknown registers asked for and, when one was, *STOP_SP and
- * *STOP_START to the stack pointer and function start of the frame whose
- * rule needed it (the last frame in PCS).  */
-static size_t walk_partial(struct cp_unwinder *uw,
-			   const struct cp_snapshot *snap, uint32_t unknown,
-			   uint64_t *pcs, size_t max, bool *ended,
-			   uint32_t *needed, uint64_t *stop_sp,
-			   uint64_t *stop_start)
-{
-	unw_cursor_t cursor;
-	size_t n = 0;
-	current = uw;
-	uw->snap = snap;
-	partial_unknown = unknown;
-	partial_needed = 0;
-	*ended = false;
-	*stop_sp = *stop_start = 0;
-	if (unw_init_remote(&cursor, uw->as, uw) < 0) {
-		pcs[n++] = snap->regs.rip;
-		goto out;
-	}
-	bool exact = true;
-	while (n < max) {
-		unw_word_t ip = 0, sp = 0;
-		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
-			break;
-		unw_get_reg(&cursor, UNW_REG_SP, &sp);
-		pcs[n++] = exact ? ip : ip - 1;
-		exact = unw_is_signal_frame(&cursor) > 0;
-		int step = unw_step(&cursor);
-		if (step <= 0) {
-			*ended = step == 0;
-			break;
-		}
-		unw_word_t next_ip = 0, next_sp = 0;
-		unw_get_reg(&cursor, UNW_REG_IP, &next_ip);
-		unw_get_reg(&cursor, UNW_REG_SP, &next_sp);
-		if (next_ip == ip && next_sp == sp)
-			break;
-	}
-	if (partial_needed) {
-		/* A failed step leaves the cursor at the frame it failed on
-		 * (libunwind computes the CFA before changing anything).  */
-		unw_word_t sp = 0;
-		unw_proc_info_t pi;
-		unw_get_reg(&cursor, UNW_REG_SP, &sp);
-		*stop_sp = sp;
-		if (unw_get_proc_info(&cursor, &pi) == 0)
-			*stop_start = pi.start_ip;
-	}
-out:
-	*needed = partial_needed;
-	partial_unknown = partial_needed = 0;
-	uw->snap = NULL;
-	current = NULL;
-	return n;
-}
-
 size_t cp_unwinder_unwind_partial(struct cp_unwinder *uw,
 				  const struct cp_snapshot *snap,
 				  struct cp_unwind_partial *partial,
 				  uint64_t *pcs, size_t max)
 {
-	const uint32_t all = CP_UNWIND_REG(CP_REG_RIP + 1) - 1;
-	uint32_t unknown = all & ~partial->known;
-	uint64_t stop_sp, stop_start;
+	uint32_t unknown = ALL_REGS & ~partial->known;
+	struct walk_end end;
 	partial->needed = 0;
 	partial->rbp_scanned = false;
 	partial->ended = false;
 	if (max == 0)
 		return 0;
-	size_t n = walk_partial(uw, snap, unknown, pcs, max, &partial->ended,
-				&partial->needed, &stop_sp, &stop_start);
-	if (partial->needed != CP_UNWIND_REG(CP_REG_RBP) || !stop_sp)
+	size_t n = walk_snapshot(uw, snap, unknown, pcs, max, &end,
+				 &partial->needed);
+	partial->ended = end.ended;
+	if (partial->needed != CP_UNWIND_REG(CP_REG_RBP) || !end.stop_sp)
 		return n;
 	/* The frame-pointer case: find rbp on the stack and walk again with
 	 * it.  The result must need nothing else; a weakly founded rbp must
 	 * also lead to the outermost frame (a wrong one makes the next
 	 * frames' addresses garbage, and garbage seldom ends there).  */
+	const struct cp_nocfi_code code = {read_code, uw};
 	uint64_t rbp;
-	bool strong, ended;
+	bool strong;
 	uint32_t needed;
-	if (!recover_rbp(uw, snap, stop_sp, stop_start, &rbp, &strong))
+	if (!cp_nocfi_recover_rbp(&code, snap, end.stop_sp, end.stop_start,
+				  &rbp, &strong))
 		return n;
 	struct cp_snapshot with_rbp = *snap;
 	with_rbp.regs.rbp = rbp;
-	size_t m = walk_partial(uw, &with_rbp,
-				unknown & ~CP_UNWIND_REG(CP_REG_RBP), pcs, max,
-				&ended, &needed, &stop_sp, &stop_start);
-	if (needed == 0 && (strong || ended || m == max)) {
+	size_t m = walk_snapshot(uw, &with_rbp,
+				 unknown & ~CP_UNWIND_REG(CP_REG_RBP), pcs, max,
+				 &end, &needed);
+	if (needed == 0 && (strong || end.ended || m == max)) {
 		partial->needed = 0;
 		partial->rbp_scanned = true;
-		partial->ended = ended;
+		partial->ended = end.ended;
 		return m;
 	}
 	/* Not trusted: the frames as far as they were known.  */
-	return walk_partial(uw, snap, unknown, pcs, max, &partial->ended,
-			    &partial->needed, &stop_sp, &stop_start);
+	n = walk_snapshot(uw, snap, unknown, pcs, max, &end, &partial->needed);
+	partial->ended = end.ended;
+	return n;
 }

@@ -1017,7 +1017,7 @@ END_TEST
  * unwtables-musl (built when musl-gcc is installed) has .eh_frame but no
  * .eh_frame_hdr, found through the file's section headers.  Before,
  * both unwound no further than their first frame.  (Heap mode on the
- * musl build stops at malloc: musl's libc has no CFI for it.)  */
+ * musl build: see test_musl_libc_frames.)  */
 START_TEST(test_tables_from_files)
 {
 	struct tu_proc *target = tu_fixture_start("unwtables-df", "6", "20",
@@ -1039,6 +1039,134 @@ START_TEST(test_tables_from_files)
 	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
 	check_whole_stacks(target, MODE_CPU, "unwtables-musl");
 	tu_proc_kill(target);
+}
+END_TEST
+
+/* Profile TARGET in MODE for 0.3 s (cprof-attach ends well: see
+ * profile_finish) and parse the profile (the caller frees it).  */
+static struct tu_profile *profile_of(struct tu_proc *target, enum mode mode,
+				     const char *what)
+{
+	char *text = NULL;
+	struct profiling run = {target, mode, what, "", NULL};
+	profile_start(&run, "0.3");
+	profile_finish(&run, &text);
+	ck_assert_ptr_nonnull(text);
+	char error[128];
+	struct tu_profile *p = tu_profile_parse(text, error, sizeof(error));
+	ck_assert_msg(p != NULL, "%s", error);
+	free(text);
+	return p;
+}
+
+/* Frames that no unwind table covers, in musl's libc (issue 12 item 8):
+ * nocfi-musl and nocfi-musl-static (fixtures/nocfi.c, built when musl-gcc
+ * is installed) spend most of their time in musl's memset and strlen,
+ * called by nc_leaf.  Every such sample must be whole,
+ * main;nc_mid;nc_leaf_[fp];memset, nc_leaf marked as found without
+ * unwind tables (the return address at memset's stack pointer); in heap
+ * mode every allocation's stack is main;nc_mid;nc_leaf_[fp].  Before,
+ * these were leaf-only: "memset", "strlen" and, in heap mode, "malloc".  */
+static void check_musl_libc_frames(const char *fixture)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), CP_BUILD_DIR "/fixtures/%s", fixture);
+	if (access(path, X_OK) != 0) {
+		fprintf(stderr, "%s: not built (musl-gcc not installed): "
+				"skipped\n", fixture);
+		return;
+	}
+	struct tu_proc *target = tu_fixture_start(fixture, "20", NULL);
+	ck_assert_ptr_nonnull(target);
+	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
+	for (enum mode mode = MODE_CPU; mode <= MODE_PTRACE; mode++) {
+		struct tu_profile *p = profile_of(target, mode, fixture);
+		uint64_t total = tu_profile_total(p), in_libc = 0, whole = 0;
+		if (mode == MODE_HEAP) {
+			in_libc = total;
+			whole = tu_profile_count_contiguous(
+				p, TU_FRAMES("main", "nc_mid", "nc_leaf_[fp]"));
+		} else {
+			static const char *const libc_fns[] = {"memset",
+							       "strlen"};
+			for (size_t i = 0; i < 2; i++) {
+				in_libc += tu_profile_count_leaf(p, libc_fns[i]);
+				whole += tu_profile_count_contiguous(
+					p, TU_FRAMES("main", "nc_mid",
+						     "nc_leaf_[fp]",
+						     libc_fns[i]));
+			}
+		}
+		if (in_libc == 0 || whole != in_libc)
+			tu_profile_dump(p, 12);
+		ck_assert_msg(in_libc > 0, "%s, %s mode: no sample in musl's "
+			      "memset or strlen (%" PRIu64 " samples)",
+			      fixture, mode_names[mode], total);
+		ck_assert_msg(whole == in_libc, "%s, %s mode: %" PRIu64 " of %"
+			      PRIu64 " samples in musl's libc have the whole "
+			      "stack main;nc_mid;nc_leaf_[fp]", fixture,
+			      mode_names[mode], whole, in_libc);
+		tu_profile_free(p);
+	}
+	tu_proc_kill(target);
+}
+
+START_TEST(test_musl_libc_frames)
+{
+	check_musl_libc_frames("nocfi-musl");
+	check_musl_libc_frames("nocfi-musl-static");
+}
+END_TEST
+
+/* A program built without unwind tables (issue 12 item 7): nocfi-bare
+ * (gcc -O2 -fno-asynchronous-unwind-tables -fno-unwind-tables, no -g)
+ * and nocfi-bare-fp (the same with frame pointers).  No sample may have
+ * an "[unknown]" frame, its leaf least of all, and every stack must go
+ * down to _start: main_[fp];nc_mid_[fp];nc_leaf wherever nc_leaf is.
+ * Before, libunwind's guess of a frame-pointer frame took whatever rbp
+ * held: leaf-only stacks (nc_leaf;memset) without frame pointers,
+ * garbage under __libc_start_call_main with them, and "[unknown]" frames
+ * that made the symbolizer re-read the mappings once per batch (under
+ * load a re-read could lose modules: every frame, leaf included,
+ * "[unknown]").  */
+static void check_bare_frames(const char *fixture)
+{
+	struct tu_proc *target = tu_fixture_start(fixture, "20", NULL);
+	ck_assert_ptr_nonnull(target);
+	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
+	for (enum mode mode = MODE_CPU; mode <= MODE_PTRACE; mode++) {
+		struct tu_profile *p = profile_of(target, mode, fixture);
+		uint64_t total = tu_profile_total(p);
+		uint64_t unknown = tu_profile_count_frame(p, "[unknown]");
+		uint64_t unknown_leaf = tu_profile_count_leaf(p, "[unknown]");
+		uint64_t rooted = tu_profile_count_root(p, "_start");
+		uint64_t in_leaf = tu_profile_count_frame(p, "nc_leaf");
+		uint64_t whole = tu_profile_count_contiguous(
+			p, TU_FRAMES("main_[fp]", "nc_mid_[fp]", "nc_leaf"));
+		if (unknown || rooted != total || in_leaf == 0 ||
+		    whole != in_leaf)
+			tu_profile_dump(p, 12);
+		ck_assert_msg(unknown_leaf == 0 && unknown == 0,
+			      "%s, %s mode: %" PRIu64 " samples with an "
+			      "[unknown] frame, %" PRIu64 " as the leaf",
+			      fixture, mode_names[mode], unknown, unknown_leaf);
+		ck_assert_msg(total > 0 && rooted == total,
+			      "%s, %s mode: %" PRIu64 " of %" PRIu64 " stacks "
+			      "go down to _start", fixture, mode_names[mode],
+			      rooted, total);
+		ck_assert_msg(in_leaf > 0 && whole == in_leaf,
+			      "%s, %s mode: %" PRIu64 " of %" PRIu64 " samples "
+			      "in nc_leaf are main_[fp];nc_mid_[fp];nc_leaf",
+			      fixture, mode_names[mode], whole, in_leaf);
+		tu_profile_free(p);
+	}
+	tu_proc_kill(target);
+}
+
+START_TEST(test_bare_frames)
+{
+	check_bare_frames("nocfi-bare");
+	check_bare_frames("nocfi-bare-fp");
 }
 END_TEST
 
@@ -1175,6 +1303,8 @@ static Suite *unwtables_suite(void)
 	tcase_add_test(saved, test_recipe_table_encoding);
 	tcase_add_test(saved, test_recipe_count_encoding);
 	tcase_add_test(saved, test_tables_from_files);
+	tcase_add_test(saved, test_musl_libc_frames);
+	tcase_add_test(saved, test_bare_frames);
 	suite_add_tcase(suite, saved);
 
 	TCase *random = tcase_create("random corruptions");

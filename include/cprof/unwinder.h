@@ -1,5 +1,6 @@
 /* The unwinder: program counters from a stack snapshot, with libunwind's
- * DWARF CFI unwinder (no frame pointers needed).
+ * DWARF CFI unwinder (no frame pointers needed), and without it where no
+ * CFI covers a pc (see CP_UNWIND_GUESSED).
  *
  * The stack bytes come from the snapshot taken while the thread was
  * stopped; the unwinding itself runs after the thread was resumed.  The
@@ -21,6 +22,27 @@
 
 struct cp_unwinder;
 
+/* Where no unwind table covers a frame's pc (musl's libc, code built with
+ * -fno-asynchronous-unwind-tables, JIT code), its caller is found without
+ * one: the return address at the stack pointer (a function that keeps no
+ * frame, or at its entry), else the frame-pointer chain, else the first
+ * return address above the stack pointer (kept only when the frames after
+ * it check out); each only when it is plausible (inside the thread's
+ * stack, above the frame, the address right after a call instruction in
+ * executable code, a direct call's target the function of the frame or a
+ * PLT stub).  What it reads is the stack copy and the cached pages of
+ * the modules' code (only JIT code is read from the target).  The pc of
+ * a caller found so carries this bit (user addresses are below 2^56):
+ * the symbolizer's side strips it (cp_unwind_address) and marks the
+ * frame.  */
+#define CP_UNWIND_GUESSED (1ull << 62)
+
+/* The address of a pc from the unwinder, without the bit above.  */
+static inline uint64_t cp_unwind_address(uint64_t pc)
+{
+	return pc & ~CP_UNWIND_GUESSED;
+}
+
 /* A new unwinder for process PID.  Returns 0 or -CP_E_NOMEM/-CP_E_NOPROC.  */
 int cp_unwinder_new(pid_t pid, struct cp_unwinder **out);
 
@@ -28,8 +50,10 @@ void cp_unwinder_free(struct cp_unwinder *uw);
 
 /* Unwind SNAP into PCS (at most MAX), innermost first.  PCS[0] is the
  * thread's pc; every later entry is a return address minus one, so that it
- * falls inside the call instruction and names the call's line (eu-stack).
- * Returns the number of frames (>= 1 when the pc is readable).  */
+ * falls inside the call instruction and names the call's line (eu-stack),
+ * with CP_UNWIND_GUESSED when no unwind table found it.  Returns the
+ * number of frames: at least 1 (the pc from the registers) when MAX is
+ * not 0, however little can be unwound.  */
 size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 			  const struct cp_snapshot *snap, uint64_t *pcs,
 			  size_t max);
