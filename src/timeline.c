@@ -70,6 +70,8 @@ struct thread {
 	uint64_t samples;      /* samples seen */
 	uint64_t last_weight;  /* of the last sample */
 	double first_ts, last_ts;
+	double emitted_ts;     /* of its latest event (trace: may be after
+				* LAST_TS, see apply_events) */
 	char last_text[32];    /* LAST_TS as written (cut), for messages */
 	FILE *spool;           /* speedscope: the thread's events so far */
 	uint64_t spooled;      /* events in SPOOL (for the commas) */
@@ -642,13 +644,30 @@ static int apply_events(struct cp_timeline *tl, struct thread *t,
 	}
 	tl->middle_ready = false;
 
-	/* End what started beyond the common prefix, deepest first.  */
+	/* End what started beyond the common prefix, deepest first.  Never
+	 * before an event of the thread already written (below).  */
 	int rc;
+	double end_ts = t->samples && t->emitted_ts > ts ? t->emitted_ts : ts;
+	bool ended = false;
 	while (t->started > keep) {
 		t->started--;
-		rc = emit(tl, t, false, &t->stack[t->started], ts_text, ts);
+		rc = emit(tl, t, false, &t->stack[t->started], ts_text, end_ts);
 		if (rc)
 			return rc;
+		ended = true;
+	}
+	/* Trace: starts that follow ends go 1 ns after them.  Speedscope's
+	 * trace importer takes a B and an E of one name at one timestamp for
+	 * a frame that begins and ends there (it opens it first), which
+	 * breaks the nesting whenever a function is both among the frames
+	 * that end and among those that start (an interpreter's eval loop
+	 * at several depths: python3 gave over a hundred warnings a run).
+	 * A nanosecond is far below any sampling period, and Perfetto and
+	 * chrome://tracing read the events as before.  */
+	double start_ts = end_ts;
+	if (ended && tl->format == CP_TIMELINE_TRACE) {
+		start_ts = end_ts + 1e-9;
+		tl->middle_ready = false;
 	}
 
 	/* The rest of the stack is new: its streak begins here.  */
@@ -675,13 +694,17 @@ static int apply_events(struct cp_timeline *tl, struct thread *t,
 
 	/* Start the frames whose streak has reached MIN_SAMPLES, outermost
 	 * first.  */
+	bool started = false;
 	while (t->started < t->depth &&
 	       now - t->stack[t->started].born + 1 >= tl->min_samples) {
-		rc = emit(tl, t, true, &t->stack[t->started], ts_text, ts);
+		rc = emit(tl, t, true, &t->stack[t->started], ts_text,
+			  start_ts);
 		if (rc)
 			return rc;
 		t->started++;
+		started = true;
 	}
+	t->emitted_ts = started ? start_ts : end_ts;
 
 	if (!t->samples)
 		t->first_ts = ts;
@@ -764,6 +787,8 @@ static double thread_end(const struct cp_timeline *tl, const struct thread *t)
 	else
 		hold = 1e-6;
 	double end = t->last_ts + hold;
+	if (end <= t->emitted_ts) /* after a start moved 1 ns later */
+		end = t->emitted_ts + 1e-9;
 	return end <= MAX_SECONDS ? end : MAX_SECONDS;
 }
 

@@ -403,7 +403,7 @@ START_TEST(trace_golden)
 		       "{\"ph\":\"B\",\"pid\":42,\"tid\":7,\"ts\":1000000,\"name\":\"parse\"},\n"
 		       "{\"ph\":\"B\",\"pid\":42,\"tid\":8,\"ts\":1000001.500,\"name\":\"worker\"},\n"
 		       "{\"ph\":\"E\",\"pid\":42,\"tid\":7,\"ts\":2500000,\"name\":\"parse\"},\n"
-		       "{\"ph\":\"B\",\"pid\":42,\"tid\":7,\"ts\":2500000,\"name\":\"\\\"quoted\\\\name\\\"\"},\n"
+		       "{\"ph\":\"B\",\"pid\":42,\"tid\":7,\"ts\":2500000.001,\"name\":\"\\\"quoted\\\\name\\\"\"},\n"
 		       "{\"ph\":\"E\",\"pid\":42,\"tid\":7,\"ts\":3250000,\"name\":\"\\\"quoted\\\\name\\\"\"},\n"
 		       "{\"ph\":\"E\",\"pid\":42,\"tid\":8,\"ts\":4000000,\"name\":\"worker\"},\n"
 		       "{\"ph\":\"E\",\"pid\":42,\"tid\":7,\"ts\":4000000,\"name\":\"main\"}\n"
@@ -806,10 +806,11 @@ static void check_properties(const struct sequence *q, int n_min,
 	EXPECT(e == nevents);
 }
 
-/* The trace of Q: per thread, the same B/E as EVENTS, then E for what is
- * still open once the thread's last sample has lasted (without a
- * frequency: the smallest interval between two samples of one thread, or
- * 1 us); ts never decreases.  */
+/* The trace of Q: per thread, the same B/E as EVENTS (a B that follows an
+ * E of the same sample 1 ns after it), then E for what is still open once
+ * the thread's last sample has lasted (without a frequency: the smallest
+ * interval between two samples of one thread, or 1 us); ts never
+ * decreases.  */
 static void check_trace(const struct sequence *q, const char *trace,
 			const struct event *events, int nevents)
 {
@@ -826,6 +827,7 @@ static void check_trace(const struct sequence *q, const char *trace,
 		last_sample[t] = i;
 	}
 	double hold_us = min_gap ? min_gap * 1000.0 : 1.0;
+	int ended_at[4] = {-1, -1, -1, -1}; /* sample of the thread's last E */
 	int closing = 0;
 	while (*p == '{') {
 		char ph, name[16];
@@ -847,7 +849,14 @@ static void check_trace(const struct sequence *q, const char *trace,
 			EXPECT_MSG(strcmp(name, alphabet[ev->name]) == 0,
 				   "name %s, expected %s", name,
 				   alphabet[ev->name]);
-			EXPECT(ts == ev->sample * 1000.0);
+			/* starts after ends of the same sample: 1 ns later */
+			double want = ev->sample * 1000.0;
+			if (ev->start && ended_at[t] == ev->sample)
+				want += 0.001;
+			if (!ev->start)
+				ended_at[t] = ev->sample;
+			EXPECT_MSG(ts == want, "%c at %f, expected %f", ph, ts,
+				   want);
 		} else {
 			/* closing: E after the thread's last sample */
 			EXPECT(ph == 'E');
@@ -945,7 +954,8 @@ static const char checker[] =
 	"        else:\n"
 	"            if not st or st.pop() != e['name']:\n"
 	"                fail('unbalanced E %r' % e)\n"
-	"        out.append('%s %.3f %d %s' % (e['ph'], e['ts'], e['tid'], e['name']))\n"
+	"        # a B 1 ns after the E of its sample reads as at the sample\n"
+	"        out.append('%s %.2f %d %s' % (e['ph'], e['ts'], e['tid'], e['name']))\n"
 	"    for key, st in stacks.items():\n"
 	"        if st:\n"
 	"            fail('open at the end in %r: %r' % (key, st))\n"
@@ -973,7 +983,7 @@ static const char checker[] =
 	"                    fail('unbalanced C')\n"
 	"            else:\n"
 	"                fail('type %r' % e['type'])\n"
-	"            out.append('%s %.3f %d %s' % ('B' if e['type'] == 'O' else 'E', e['at'], tid, name))\n"
+	"            out.append('%s %.2f %d %s' % ('B' if e['type'] == 'O' else 'E', e['at'], tid, name))\n"
 	"        if st:\n"
 	"            fail('open at the end')\n"
 	"sys.stdout.write(''.join(l + '\\n' for l in out))\n";

@@ -29,7 +29,10 @@
  *               "ts" in microseconds (nanosecond decimals when needed);
  *               frames still open at the end are closed once their
  *               thread's last sample has lasted the time it stands for
- *               (below), so viewers draw them with a width.
+ *               (below), so viewers draw them with a width.  Starts that
+ *               follow ends in one sample are written 1 ns after them
+ *               (speedscope pairs a B and an E of one name at one
+ *               timestamp as a frame that begins and ends there).
  *   speedscope  speedscope's file format with one "evented" profile per
  *               thread (balanced "O"/"C" events, microseconds), closed
  *               the same way.  Each thread's events are spooled to an
