@@ -763,9 +763,13 @@ static size_t find_symbols(int fd, const char *const *names, size_t n,
 				continue;
 			int type = GELF_ST_TYPE(sym.st_info);
 			int bind = GELF_ST_BIND(sym.st_info);
+			/* A static executable has one allocator, and in a
+			 * static-pie glibc's malloc is a local symbol.  */
+			bool local_ok = static_exe && sh.sh_type == SHT_SYMTAB;
 			if ((type != STT_FUNC &&
 			     !(data_too && type == STT_OBJECT)) ||
-			    (bind != STB_GLOBAL && bind != STB_WEAK))
+			    (bind != STB_GLOBAL && bind != STB_WEAK &&
+			     !(local_ok && bind == STB_LOCAL)))
 				continue;
 			if (versym) {
 				GElf_Versym vs;

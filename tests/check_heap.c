@@ -1327,6 +1327,58 @@ START_TEST(test_launch_short_names)
 }
 END_TEST
 
+/* heap-short linked -static and -static-pie: no dynamic linker, the
+ * breakpoints go in at the entry point (glibc's own start-up allocations
+ * come before main and are counted too).  In a static-pie glibc's malloc
+ * is a local symbol: "no allocator entry points found" before.  */
+static const char *const static_builds[] = { "heap-short-static",
+					     "heap-short-spie" };
+
+START_TEST(test_launch_static)
+{
+	static const char *const extra[] = { "--format", "folded",
+					     "--heap-metric", "alloc-count",
+					     NULL };
+	char output[PATH_MAX];
+	char program[PATH_MAX];
+	const char *args[12];
+	size_t argc = 0;
+	struct tu_run *run;
+	struct tu_profile *profile;
+	char error[256];
+	char *text;
+
+	snprintf(program, sizeof(program), "%s/fixtures/%s", CP_BUILD_DIR,
+		 static_builds[_i]);
+	temp_output("static.folded", output, sizeof(output));
+	args[argc++] = "--heap";
+	for (size_t i = 0; extra[i] != NULL; i++)
+		args[argc++] = extra[i];
+	args[argc++] = "-o";
+	args[argc++] = output;
+	args[argc++] = "--";
+	args[argc++] = program;
+	args[argc] = NULL;
+	run = tu_cprof_startv(args);
+	CHECK(run != NULL, "cprof-attach could not be started");
+	ctx.run = run;
+	expect_exit_ok(run, LAUNCH_TIMEOUT_MS);
+	text = tu_read_file(output);
+	CHECK(text != NULL, "cprof-attach did not write %s", output);
+	ctx.report = text;
+	profile = tu_profile_parse(text, error, sizeof(error));
+	CHECK(profile != NULL, "%s is not a folded profile: %s", output,
+	      error);
+	CHECK(tu_profile_count_contiguous(profile,
+					  TU_FRAMES("main", "short_leak")) == 8,
+	      "%s: the 8 allocations of short_leak are not main;short_leak",
+	      static_builds[_i]);
+	tu_profile_free(profile);
+	ctx.report = NULL;
+	free(text);
+}
+END_TEST
+
 /* What memcheck counted: "total heap usage: A allocs, F frees, B bytes
  * allocated".  */
 struct totals {
@@ -1616,6 +1668,8 @@ static Suite *heap_suite(void)
 	tcase_add_test(tcase, test_launch_ctor);
 	tcase_add_test(tcase, test_launch_peak);
 	tcase_add_test(tcase, test_launch_short_names);
+	tcase_add_loop_test(tcase, test_launch_static, 0,
+			    sizeof(static_builds) / sizeof(static_builds[0]));
 
 	tcase = new_case(suite, "memcheck", 600);
 	tcase_add_loop_test(tcase, test_memcheck, 0,

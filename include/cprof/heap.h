@@ -128,9 +128,12 @@ struct cp_heap;
 
 /* Prepare heap tracing of TARGET: find the allocator's entry points (the
  * first module in link-map order that defines each) and set the
- * breakpoints.  A target started by cp_target_launch is set up when its
- * image is loaded, before main.  UNWINDER, SYMBOLS and PROFILE are
- * borrowed until cp_heap_free.  Returns 0, -CP_E_NOALLOC (no allocator
+ * breakpoints.  A target started by cp_target_launch is set up when the
+ * dynamic linker reports its libraries mapped (r_brk, RT_CONSISTENT),
+ * before any of their constructors runs; a static one at its entry
+ * point.  SYMBOLS is told (cp_symbols_capture) whenever the mappings
+ * changed.  UNWINDER, SYMBOLS and PROFILE are borrowed until
+ * cp_heap_free.  Returns 0, -CP_E_NOALLOC (no allocator
  * found), -CP_E_GONE, or another -CP_E_* code.  */
 int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 		  struct cp_symbols *symbols, struct cp_profile *profile,
