@@ -5,14 +5,20 @@
 # search, match case, hover) and leaves a screenshot of the zoomed graph in
 # BUILD/artifacts/flamegraph.png, next to the SVG it tested.
 #
+# Then the real speedscope (its npm package's release build) opens what
+# BUILD/cprof-attach writes of python3 running tests/browser/phases.py: a
+# speedscope file (samples in time order, weights in time) and a Chrome
+# trace (no B/E it cannot pair, process and thread names); see
+# speedscope.test.mjs.  The files stay in BUILD/artifacts.
+#
 # Usage: tests/browser/run.sh [BUILD]      (default: $BUILD, else "build")
 #
-# Needs Debian's chromium (/usr/bin/chromium, or set CHROMIUM), Node.js >= 20
-# and npm.  Without them it fails, it never skips: CI installs them
-# (contrib/deps.sh).  playwright-core, pinned in package-lock.json, goes to
-# BUILD/browser/node_modules (npm ci, only when missing or the lock changed),
-# so builds in different directories never share one; it never downloads a
-# browser.
+# Needs Debian's chromium (/usr/bin/chromium, or set CHROMIUM), Node.js >= 20,
+# npm and python3.  Without them it fails, it never skips: CI installs them
+# (contrib/deps.sh).  playwright-core and speedscope, pinned in
+# package-lock.json, go to BUILD/browser/node_modules (npm ci, only when
+# missing or the lock changed), so builds in different directories never
+# share one; it never downloads a browser.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -80,3 +86,27 @@ if [ "$rc" -ne 0 ]; then
 fi
 [ -s "$png" ] || fail "no screenshot at $png"
 echo "tests/browser: screenshot $png"
+
+# speedscope: what cprof-attach writes, opened in the real thing.
+attach=$build/cprof-attach
+release=$modules/node_modules/speedscope/dist/release
+[ -x "$attach" ] ||
+	fail "no $attach: build it first (make BUILD=$build all)"
+[ -f "$release/index.html" ] ||
+	fail "no speedscope release build at $release (npm ci of package-lock.json)"
+command -v python3 >/dev/null || fail "python3 not found (the profiled program)"
+speedscope=$artifacts/phases.speedscope.json
+trace=$artifacts/phases.trace.json
+rm -f "$speedscope" "$trace"
+"$attach" -q -F 199 -o "$speedscope" -- python3 "$here/phases.py" zhz 0.6 ||
+	fail "cprof-attach -o $speedscope -- python3 phases.py failed"
+"$attach" -q -F 199 --format trace -o "$trace" -- python3 "$here/phases.py" z 0.6 ||
+	fail "cprof-attach --format trace -- python3 phases.py failed"
+rc=0
+timeout 180 node "$here/speedscope.test.mjs" --speedscope "$speedscope" \
+	--trace "$trace" --release "$release" --chromium "$chromium" \
+	--modules "$modules" || rc=$?
+if [ "$rc" -ne 0 ]; then
+	echo "tests/browser: speedscope FAIL (exit $rc); the files are $speedscope and $trace" >&2
+	exit 1
+fi
