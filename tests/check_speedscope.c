@@ -747,6 +747,36 @@ START_TEST(folded_input)
 }
 END_TEST
 
+/* cprof convert of a folded file: no time order (one profile, stacks
+ * sorted), and a unit: with -F 99 the counts are samples of 10101010 ns,
+ * in nanoseconds; without, counts (speedscope's "none").  */
+START_TEST(convert_units)
+{
+	const char *dir = tu_temp_dir();
+	char with[4096], without[4096], cmd[16384];
+	snprintf(with, sizeof(with), "%s/f99.speedscope.json", dir);
+	snprintf(without, sizeof(without), "%s/f.speedscope.json", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s/cprof' convert '" DATA "basic.folded' -F 99 -o '%s' && "
+		 "'%s/cprof' convert '" DATA "basic.folded' -o '%s'",
+		 CP_BUILD_DIR, with, CP_BUILD_DIR, without);
+	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+	char *a = check_file_scaled(with, "stacks", 10101010);
+	char *b = check_file(without, "stacks");
+	ck_assert_msg(strcmp(a, b) == 0,
+		      "the same stacks and counts with and without -F:\n%s\n%s",
+		      a, b);
+	free(a);
+	free(b);
+	char *text = tu_read_file(with);
+	ck_assert_ptr_nonnull(strstr(text, "\"unit\":\"nanoseconds\""));
+	free(text);
+	text = tu_read_file(without);
+	ck_assert_ptr_nonnull(strstr(text, "\"unit\":\"none\""));
+	free(text);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("speedscope");
@@ -762,6 +792,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, folded_input, 0,
 			    sizeof(folded_files) / sizeof(folded_files[0]));
 	tcase_add_test(tc, time_order_log);
+	tcase_add_test(tc, convert_units);
 	suite_add_tcase(s, tc);
 	TCase *e2e = tcase_create("e2e");
 	tcase_add_checked_fixture(e2e, setup, teardown);

@@ -82,6 +82,10 @@ static const char convert_usage[] =
 	"      --format FORMAT      folded, svg, pprof (gzip-compressed profile.proto)\n"
 	"                           or speedscope; may be left out when OUT ends in\n"
 	"                           .folded, .svg, .pb.gz or .speedscope.json\n"
+	"  -F, --frequency HZ       the counts are samples taken HZ times a second per\n"
+	"                           thread (cprof-attach -F, default 99): pprof and\n"
+	"                           speedscope give times (count / HZ) in nanoseconds;\n"
+	"                           without it, counts\n"
 	"  -o, --output FILE        where to write (default: standard output)\n"
 	"  -h, --help               show this help\n";
 
@@ -153,6 +157,7 @@ struct options {
 	bool normalize;
 	long top;
 	unsigned min_samples;    /* timeline: 0 when not given */
+	unsigned frequency;      /* convert: samples per second; 0: unknown */
 	const char *inputs[2];
 	size_t ninputs;
 	char comment[1024];      /* the command line, for the SVG header */
@@ -208,6 +213,10 @@ enum {
 	OPT_FORMAT, OPT_NORMALIZE, OPT_TOP, OPT_MIN_SAMPLES,
 };
 
+/* Folded text says nothing of a sampling frequency: cprof convert takes
+ * it from -F as cprof-attach does, 1 to this.  */
+#define MAX_FREQUENCY 1000000
+
 #define OPTION_OUTPUT {"output", required_argument, NULL, 'o'}
 #define OPTION_HELP {"help", no_argument, NULL, 'h'}
 #define OPTION_FORMAT {"format", required_argument, NULL, OPT_FORMAT}
@@ -228,7 +237,9 @@ static const struct option diff_options[] = {
 	OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
 };
 static const struct option convert_options[] = {
-	OPTION_FORMAT, OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
+	OPTION_FORMAT,
+	{"frequency", required_argument, NULL, 'F'},
+	OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
 };
 static const struct option report_options[] = {
 	{"top", required_argument, NULL, OPT_TOP},
@@ -273,7 +284,9 @@ static void parse_command_options(int argc, char **argv,
 	int c;
 	/* Options may come after the arguments (GNU permutation); "-" is an
 	 * argument (standard input), "--" ends the options.  */
-	while ((c = getopt_long(argc, argv, ":o:h", cmd->options, NULL)) != -1) {
+	/* -F only where --frequency is an option (convert).  */
+	const char *shorts = cmd->options == convert_options ? ":o:hF:" : ":o:h";
+	while ((c = getopt_long(argc, argv, shorts, cmd->options, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			o->output = optarg;
@@ -317,6 +330,10 @@ static void parse_command_options(int argc, char **argv,
 		case OPT_MIN_SAMPLES:
 			o->min_samples = (unsigned)parse_long(
 				optarg, "--min-samples", 1, INT_MAX);
+			break;
+		case 'F':
+			o->frequency = (unsigned)parse_long(
+				optarg, "--frequency", 1, MAX_FREQUENCY);
 			break;
 		case ':':
 			die_usage("option '%s' needs a value", argv[optind - 1]);
@@ -629,6 +646,9 @@ static int run_convert(struct options *o)
 		cp_output_abort(out);
 		return code;
 	}
+	/* The counts are samples at this frequency: times in pprof and
+	 * speedscope.  */
+	cp_profile_meta(profile)->frequency = o->frequency;
 	FILE *stream = cp_output_stream(out);
 	int rc;
 	if (strcmp(f, "folded") == 0) {
