@@ -619,7 +619,6 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 		unw_get_reg(&cursor, UNW_REG_SP, &sp);
 		uint64_t pc = exact ? ip : ip - 1;
 		pcs[n++] = pc | tag;
-		bool signal = unw_is_signal_frame(&cursor) > 0;
 		uw->cfi_missing = false;
 		int step = unw_step(&cursor);
 		if (step < 0 && uw->cfi_missing) {
@@ -641,6 +640,14 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 			break;
 		}
 		tag = 0;
+		/* Whether the frame just stepped from is a signal frame (its
+		 * CIE's "S"; libunwind keeps that of the last step): then the
+		 * next pc is the interrupted instruction.  Asked before the
+		 * step, it told of the frame before, so the frame under a
+		 * signal frame was named at its pc - 1 (the function before,
+		 * when interrupted at its first instruction) and its caller at
+		 * the return address itself.  */
+		bool signal = unw_is_signal_frame(&cursor) > 0;
 		exact = interrupted = signal;
 		unw_word_t next_ip = 0, next_sp = 0;
 		unw_get_reg(&cursor, UNW_REG_IP, &next_ip);

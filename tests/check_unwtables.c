@@ -1170,6 +1170,48 @@ START_TEST(test_bare_frames)
 }
 END_TEST
 
+/* Samples in a signal handler (fixtures/sigframe.c): below the signal
+ * frame, sf_spin was interrupted at its first or second instruction, and
+ * its pc is exact; sf_caller's call of sf_spin is its last instruction,
+ * so only the return address minus one is in sf_caller.  Every sample in
+ * sf_handler must be main;sf_caller;sf_spin;<signal frame>;sf_handler.
+ * Before, the walk asked libunwind whether a frame was a signal frame
+ * before stepping from it, which told of the frame before: the frame
+ * under the signal frame was named at pc - 1 (sigframe+0x169f, before
+ * sf_spin) and its caller at its return address (sigframe+0x16b9, past
+ * sf_caller).  */
+START_TEST(test_signal_frames)
+{
+	struct tu_proc *target = tu_fixture_start("sigframe", "20", NULL);
+	ck_assert_ptr_nonnull(target);
+	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
+	static const enum mode modes[] = {MODE_CPU, MODE_PTRACE};
+	for (size_t i = 0; i < 2; i++) {
+		struct tu_profile *p = profile_of(target, modes[i], "sigframe");
+		uint64_t in_handler = tu_profile_count_frame(p, "sf_handler");
+		uint64_t whole = tu_profile_count_subsequence(
+			p, TU_FRAMES("main", "sf_caller", "sf_spin",
+				     "sf_handler"));
+		uint64_t below = tu_profile_count_contiguous(
+			p, TU_FRAMES("main", "sf_caller", "sf_spin"));
+		if (in_handler == 0 || whole != in_handler ||
+		    below != tu_profile_total(p))
+			tu_profile_dump(p, 12);
+		ck_assert_msg(in_handler > 0 && whole == in_handler,
+			      "sigframe, %s mode: %" PRIu64 " of %" PRIu64
+			      " samples in the handler are main;sf_caller;"
+			      "sf_spin;...;sf_handler", mode_names[modes[i]],
+			      whole, in_handler);
+		ck_assert_msg(below == tu_profile_total(p),
+			      "sigframe, %s mode: %" PRIu64 " of %" PRIu64
+			      " samples are main;sf_caller;sf_spin",
+			      mode_names[modes[i]], below, tu_profile_total(p));
+		tu_profile_free(p);
+	}
+	tu_proc_kill(target);
+}
+END_TEST
+
 /* xorshift64*: the corruptions of one seed are the same on every run.  */
 static uint64_t next_random(uint64_t *state)
 {
@@ -1305,6 +1347,7 @@ static Suite *unwtables_suite(void)
 	tcase_add_test(saved, test_tables_from_files);
 	tcase_add_test(saved, test_musl_libc_frames);
 	tcase_add_test(saved, test_bare_frames);
+	tcase_add_test(saved, test_signal_frames);
 	suite_add_tcase(suite, saved);
 
 	TCase *random = tcase_create("random corruptions");
