@@ -88,19 +88,46 @@ static bool plt_stub(const struct cp_nocfi_code *code, uint64_t addr)
 	return c[i] == 0xff && c[i + 1] == 0x25;
 }
 
+/* Functions the frame at hand is not: the callees of the frames below
+ * it, whose entries the direct calls before their return addresses
+ * name.  A stale return address is most often one of an earlier call of
+ * the same helper (musl's __syscall_cp_c, called by every cancellable
+ * system call, lies below most of its callers).  */
+struct not_here {
+	uint64_t entry[CP_NOCFI_BELOW];
+	size_t count;
+};
+
+static void callees_below(const struct cp_nocfi_code *code,
+			  const uint64_t *below, size_t nbelow,
+			  struct not_here *out)
+{
+	out->count = 0;
+	for (size_t i = 0; i < nbelow && i < CP_NOCFI_BELOW; i++) {
+		uint64_t target;
+		if (call_before(code, below[i], &target) == DIRECT_CALL)
+			out->entry[out->count++] = target;
+	}
+}
+
 /* Is RET the return address of a call into the function that holds PC?
  * An indirect call could have called anything; a direct call must call
  * an address at or below PC in reach (the function's entry: a call to
  * another function is a stale word, or a tail call left the function it
- * called), or a PLT stub.  */
+ * called) that is not the entry of a function below (NOT, may be NULL;
+ * a function that calls itself directly is not told from a stale word
+ * then), or a PLT stub.  */
 static bool returns_to(const struct cp_nocfi_code *code, uint64_t ret,
-		       uint64_t pc)
+		       uint64_t pc, const struct not_here *not)
 {
 	uint64_t target;
 	switch (call_before(code, ret, &target)) {
 	case INDIRECT_CALL:
 		return true;
 	case DIRECT_CALL:
+		for (size_t i = 0; not && i < not->count; i++)
+			if (target == not->entry[i])
+				return false;
 		return (target <= pc && pc - target < MAX_FUNCTION_SIZE) ||
 		       plt_stub(code, target);
 	default:
@@ -117,16 +144,19 @@ bool cp_nocfi_after_call(const struct cp_nocfi_code *code, uint64_t addr)
 int cp_nocfi_caller(const struct cp_nocfi_code *code,
 		    const struct cp_snapshot *stack, uint64_t pc, uint64_t sp,
 		    const uint64_t *rbp, bool innermost, uint64_t entry,
+		    const uint64_t *below, size_t nbelow,
 		    struct cp_nocfi_caller *out)
 {
 	uint64_t ret, saved;
+	struct not_here not;
+	callees_below(code, below, nbelow, &not);
 	/* A function that keeps no frame (a leaf in assembly such as
 	 * musl's memset, a PLT stub), or one at its first instruction or
 	 * its ret: nothing is saved, every register is still the caller's.
 	 * Only where the frame was interrupted: at a call site, the
 	 * function's own frame lies below its return address.  */
 	if (innermost && stack_word(stack, sp, &ret) &&
-	    returns_to(code, ret, pc)) {
+	    returns_to(code, ret, pc, &not)) {
 		*out = (struct cp_nocfi_caller){
 			.how = CP_NOCFI_AT_SP, .ret = ret, .sp = sp + 8,
 			.rbp = rbp ? *rbp : 0, .rbp_known = rbp != NULL,
@@ -140,7 +170,8 @@ int cp_nocfi_caller(const struct cp_nocfi_code *code,
 	 * (the word is no address after a call into this function).  */
 	if (rbp && *rbp >= sp && *rbp - sp <= FP_SCAN_MAX && *rbp % 8 == 0 &&
 	    stack_word(stack, *rbp, &saved) &&
-	    stack_word(stack, *rbp + 8, &ret) && returns_to(code, ret, pc)) {
+	    stack_word(stack, *rbp + 8, &ret) &&
+	    returns_to(code, ret, pc, &not)) {
 		*out = (struct cp_nocfi_caller){
 			.how = CP_NOCFI_FRAME_POINTER, .ret = ret,
 			.sp = *rbp + 16, .rbp = saved, .rbp_known = true,
@@ -163,7 +194,7 @@ int cp_nocfi_caller(const struct cp_nocfi_code *code,
 	for (uint64_t a = (sp + (innermost ? 8 : 0) + 7) & ~(uint64_t)7;
 	     a - sp <= RET_SCAN_MAX && stack_word(stack, a, &ret); a += 8) {
 		if (ret < 4096 || ret >= USER_END || ret == entry ||
-		    !returns_to(code, ret, pc))
+		    !returns_to(code, ret, pc, &not))
 			continue;
 		/* The caller's rbp, if it is certain: this function pushed
 		 * it last (or still has it), or it is a frame-pointer frame

@@ -48,9 +48,15 @@ struct cp_nocfi_caller {
 				  * caller's values */
 };
 
+/* The return addresses of the frames below the one at hand that are
+ * looked at (the nearest).  */
+#define CP_NOCFI_BELOW 16
+
 /* The caller of the frame at PC with stack pointer SP and rbp *RBP (NULL
  * when not known), in the stack copy STACK; ENTRY is the executable's
- * entry point (0 if unknown), never a return address.  INNERMOST: the frame was
+ * entry point (0 if unknown), never a return address; BELOW (NBELOW of
+ * them, nearest first) the return addresses of the frames below, whose
+ * calls name functions this frame's is not.  INNERMOST: the frame was
  * interrupted (the thread's own frame, or one a signal interrupted), so
  * it may be in its prologue or epilogue or keep no frame; otherwise PC is
  * a call site inside it.  Returns 1 with *OUT filled, 0 when the frame is
@@ -62,6 +68,7 @@ struct cp_nocfi_caller {
 int cp_nocfi_caller(const struct cp_nocfi_code *code,
 		    const struct cp_snapshot *stack, uint64_t pc, uint64_t sp,
 		    const uint64_t *rbp, bool innermost, uint64_t entry,
+		    const uint64_t *below, size_t nbelow,
 		    struct cp_nocfi_caller *out);
 
 /* Does a call instruction end at ADDR (is it a return address)?  */

@@ -543,10 +543,12 @@ static int restart_at(struct cp_unwinder *uw, unw_cursor_t *cursor,
  * find its caller (nocfi.h) and start CURSOR over there.  INTERRUPTED:
  * the frame is the thread's own or one a signal interrupted.  Returns 1
  * at the caller (*SCANNED: found by a scan of the stack), 0 when the
- * frame is the outermost, -1 when no caller was found.  */
+ * frame is the outermost, -1 when no caller was found.  BELOW: the
+ * return addresses of the frames below, nearest first (NBELOW).  */
 static int step_without_cfi(struct cp_unwinder *uw, unw_cursor_t *cursor,
 			    unw_addr_space_t as, void *arg, uint64_t pc,
-			    uint64_t sp, bool interrupted, bool *scanned)
+			    uint64_t sp, bool interrupted,
+			    const uint64_t *below, size_t nbelow, bool *scanned)
 {
 	/* _start is the main thread's first frame (glibc's CFI says so,
 	 * musl's _start has none): above it lie argv, the environment and
@@ -566,7 +568,7 @@ static int step_without_cfi(struct cp_unwinder *uw, unw_cursor_t *cursor,
 	struct cp_nocfi_caller c;
 	int found = cp_nocfi_caller(&code, stack, pc, sp,
 				    rbp_known ? &rbp : NULL, interrupted,
-				    uw->entry, &c);
+				    uw->entry, below, nbelow, &c);
 	if (found <= 0)
 		return found;
 	/* The stack grows down: a caller's frame lies above.  */
@@ -609,7 +611,11 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 		return 0;
 	bool exact = true;        /* the pc is not a return address */
 	bool interrupted = true;  /* the frame did not stop at a call */
+	bool returned = false;    /* pc + 1 is a return address */
 	uint64_t tag = 0;
+	/* The last return addresses, for step_without_cfi: a ring.  */
+	uint64_t rets[CP_NOCFI_BELOW];
+	size_t nrets = 0;
 	size_t unconfirmed = SIZE_MAX;  /* the first unconfirmed scan's */
 	const struct cp_nocfi_code code = {read_code, uw};
 	while (n < max) {
@@ -619,12 +625,20 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 		unw_get_reg(&cursor, UNW_REG_SP, &sp);
 		uint64_t pc = exact ? ip : ip - 1;
 		pcs[n++] = pc | tag;
+		if (returned)
+			rets[nrets++ % CP_NOCFI_BELOW] = pc + 1;
 		uw->cfi_missing = false;
 		int step = unw_step(&cursor);
 		if (step < 0 && uw->cfi_missing) {
+			uint64_t below[CP_NOCFI_BELOW];
+			size_t nbelow = 0;
+			for (size_t i = nrets; i > 0 && nbelow < CP_NOCFI_BELOW;
+			     i--)
+				below[nbelow++] = rets[(i - 1) % CP_NOCFI_BELOW];
 			bool scanned = false;
 			step = step_without_cfi(uw, &cursor, as, arg, pc, sp,
-						interrupted, &scanned);
+						interrupted, below, nbelow,
+						&scanned);
 			if (step > 0 && scanned && unconfirmed == SIZE_MAX)
 				unconfirmed = n;
 			if (step > 0) {
@@ -632,6 +646,7 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 				tag = CP_UNWIND_GUESSED;
 				exact = true;
 				interrupted = false;
+				returned = true;
 				continue;
 			}
 		}
@@ -649,6 +664,7 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 		 * the return address itself.  */
 		bool signal = unw_is_signal_frame(&cursor) > 0;
 		exact = interrupted = signal;
+		returned = !signal;
 		unw_word_t next_ip = 0, next_sp = 0;
 		unw_get_reg(&cursor, UNW_REG_IP, &next_ip);
 		unw_get_reg(&cursor, UNW_REG_SP, &next_sp);
