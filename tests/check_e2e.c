@@ -1017,14 +1017,22 @@ START_TEST(test_launch_status_own_failure)
 	const char *dir = tu_temp_dir();
 	char script[256], notexec[4096];
 	ck_assert_ptr_nonnull(dir);
+	/* The command succeeded: one line, ours.  */
+	expect_error(tu_cprof_run(RUN_TIMEOUT_MS, "-q", "-o", "/dev/full", "--",
+				  "sh", "-c",
+				  busy_then(script, sizeof(script), 100000,
+					    "0"),
+				  NULL),
+		     125, "cannot write");
+	/* It failed too: its status is said as well.  */
 	struct tu_run *run = tu_cprof_run(
 		RUN_TIMEOUT_MS, "-q", "-o", "/dev/full", "--", "sh", "-c",
-		busy_then(script, sizeof(script), 100000, "0"), NULL);
+		busy_then(script, sizeof(script), 100000, "3"), NULL);
 	CHECK_RUN(tu_run_exit_code(run) == 125, run, no_profile,
 		  "exit status %d where the profile could not be written",
 		  tu_run_exit_code(run));
 	CHECK_RUN(strstr(run->err, "cannot write") != NULL &&
-			  strstr(run->err, "sh exited with status 0") != NULL,
+			  strstr(run->err, "sh exited with status 3") != NULL,
 		  run, no_profile,
 		  "the messages do not say what failed and how sh ended");
 

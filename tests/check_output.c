@@ -1198,7 +1198,8 @@ START_TEST(attach_fifo)
 END_TEST
 
 /* cprof-attach -o onto a null device: written, the device stays; onto a
- * full one: exit 1 with ENOSPC, the device stays.  */
+ * full one: exit 125 (launch mode: a failure of ours, the command went
+ * well) with ENOSPC, the device stays.  */
 START_TEST(attach_char_devices)
 {
 	if (!is_root()) {
@@ -1216,7 +1217,7 @@ START_TEST(attach_char_devices)
 	run_free(&run);
 	run = attach_run(dir, "full", NULL);
 	assert_same_node(full, &full_st);
-	assert_fails(&run, 1, "cprof-attach: cannot write the profile to full",
+	assert_fails(&run, 125, "cprof-attach: cannot write the profile to full",
 		     "No space left on device", "cprof-attach -o full");
 	run_free(&run);
 	assert_entries(dir, ENTRIES("full", "null"));

@@ -46,6 +46,9 @@ static volatile uint64_t first_stop_ns;       /* when the first came */
 static volatile sig_atomic_t first_stop_sig;  /* which signal it was */
 static volatile pid_t first_stop_sender;      /* who sent it (0: the
 					       * kernel, e.g. the terminal) */
+static volatile sig_atomic_t first_direct;    /* copies of it sent to us */
+static volatile sig_atomic_t first_passed_on; /* copies the visible
+					       * process passed on */
 static volatile pid_t launched_child;
 static int launched_status = -1;              /* its wait status, once
 					       * collected by the target */
@@ -64,10 +67,12 @@ static bool ignored_at_start[NSIG];
  * on) and to the tracing process directly; timeout(1) signals its child
  * and then the child's group.  */
 #define SAME_REQUEST_NS 200000000ull
-/* Copies of one signal from one sender are one request for longer: the
- * visible process passes on what it gets (with the original sender), and
- * on a loaded host its copy of a kill of the whole group can come well
- * after the tracing process's own.  */
+/* Copies of one signal from one sender are one request for longer when
+ * they came by both roads: the visible process passes on what it gets
+ * (with the original sender), and on a loaded host its copy of a kill of
+ * the whole group can come well after the tracing process's own.  Two
+ * kills of the visible process alone, or two of the group, are two
+ * requests (at most one direct copy, two passed on: timeout(1)).  */
 #define SAME_SENDER_NS 2000000000ull
 
 static const char usage_text[] =
@@ -450,13 +455,24 @@ static void on_stop_signal(int sig, siginfo_t *info, void *context)
 	uint64_t now = monotonic_ns();
 	/* A copy passed on by the visible process names the sender it had. */
 	pid_t sender = info && info->si_code <= 0 ? info->si_pid : 0;
-	if (info && info->si_code == SI_QUEUE && sender == visible_pid)
+	bool passed_on = info && info->si_code == SI_QUEUE &&
+			 sender == visible_pid;
+	if (passed_on)
 		sender = (pid_t)info->si_value.sival_int;
 	if (stop_requested) {
+		bool other_road = passed_on ? first_direct > 0 &&
+						      first_passed_on < 2
+					    : first_direct == 0;
 		bool copy = now - first_stop_ns < SAME_REQUEST_NS ||
 			    (sig == first_stop_sig && sender != 0 &&
-			     sender == first_stop_sender &&
+			     sender == first_stop_sender && other_road &&
 			     now - first_stop_ns < SAME_SENDER_NS);
+		if (copy) {
+			if (passed_on)
+				first_passed_on++;
+			else
+				first_direct++;
+		}
 		if (!copy && !force_requested) {
 			force_requested = 1;
 			if (!target_written) {
@@ -474,6 +490,8 @@ static void on_stop_signal(int sig, siginfo_t *info, void *context)
 	first_stop_ns = now;
 	first_stop_sig = sig;
 	first_stop_sender = sender;
+	first_direct = !passed_on;
+	first_passed_on = passed_on;
 	stop_requested = 1;
 	/* Ctrl-C from the terminal reaches the whole foreground process group,
 	 * the launched command included; a stop signal sent to us alone (kill,
@@ -1078,8 +1096,8 @@ done:
 /* Launch mode, at the very end: the profile is written (or could not
  * be) and the command let go; wait for it to end, as time(1) and
  * valgrind do, and exit with its status: its code, or 128 + the signal
- * that killed it.  When we failed (EXIT_CODE is not 0), exit 125 and
- * say how the command ended.  A second stop request ends the wait at
+ * that killed it.  When we failed (EXIT_CODE is not 0), exit 125, and
+ * say how the command ended if it failed too.  A second stop request ends the wait at
  * once (the handler exits 125).  */
 static int finish_launch(const struct options *o, int exit_code)
 {
@@ -1103,6 +1121,10 @@ static int finish_launch(const struct options *o, int exit_code)
 					       : WEXITSTATUS(status);
 	if (exit_code == EXIT_OK)
 		return command_code;
+	/* Our failure was said in its one line; how the command ended is
+	 * worth a second only when it failed too (125 hides its code).  */
+	if (command_code == 0)
+		return EXIT_LAUNCH_FAILED;
 	if (WIFSIGNALED(status))
 		message("%s was killed by signal %d (%s); exit status %d: "
 			"cprof-attach failed (see above)",
