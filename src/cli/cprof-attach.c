@@ -1097,8 +1097,8 @@ done:
  * be) and the command let go; wait for it to end, as time(1) and
  * valgrind do, and exit with its status: its code, or 128 + the signal
  * that killed it.  When we failed (EXIT_CODE is not 0), exit 125, and
- * say how the command ended if it failed too.  A second stop request ends the wait at
- * once (the handler exits 125).  */
+ * say how the command ended if it failed too.  A second stop request
+ * ends the wait at once (the handler exits 125).  */
 static int finish_launch(const struct options *o, int exit_code)
 {
 	if (launched_child <= 0)
