@@ -871,8 +871,9 @@ static const char *write_copy(const char *fixture, const char *name,
 	return rel;
 }
 
-enum mode { MODE_CPU, MODE_HEAP, MODE_PTRACE };
-static const char *const mode_names[] = {"CPU", "heap", "--unwind ptrace"};
+enum mode { MODE_CPU, MODE_HEAP, MODE_PTRACE, MODE_WALL };
+static const char *const mode_names[] = {"CPU", "heap", "--unwind ptrace",
+					 "--wall"};
 
 /* One cprof-attach run on a target, in progress.  */
 struct profiling {
@@ -898,6 +899,10 @@ static void profile_start(struct profiling *p, const char *seconds)
 		p->run = tu_cprof_start("-q", "--heap", "--heap-metric",
 					"alloc-bytes", "--format", "folded",
 					"-d", seconds, "-o", p->path, pid, NULL);
+		break;
+	case MODE_WALL:
+		p->run = tu_cprof_start("-q", "--wall", "-F", "499", "-d",
+					seconds, "-o", p->path, pid, NULL);
 		break;
 	default:
 		p->run = tu_cprof_start("-q", "--unwind", "ptrace", "-F", "499",
@@ -1115,6 +1120,45 @@ START_TEST(test_musl_libc_frames)
 {
 	check_musl_libc_frames("nocfi-musl");
 	check_musl_libc_frames("nocfi-musl-static");
+}
+END_TEST
+
+/* A thread of nocfi-musl asleep in nanosleep, after a close: both went
+ * through musl's __syscall_cp_c, and the close's return address is still
+ * in the unwritten locals of the frames without CFI above it.  Every
+ * --wall sample of nc_sleeper in nanosleep must be
+ * nc_sleeper;nanosleep;clock_nanosleep with no close between.  Before,
+ * the stale word passed as clock_nanosleep's return address (its call
+ * of __syscall_cp_c, below clock_nanosleep, looked like a call into it):
+ * nanosleep_[fp];close_[fp];clock_nanosleep_[fp].  */
+START_TEST(test_musl_stale_return_address)
+{
+	if (access(CP_BUILD_DIR "/fixtures/nocfi-musl", X_OK) != 0) {
+		fprintf(stderr, "nocfi-musl: not built (musl-gcc not "
+				"installed): skipped\n");
+		return;
+	}
+	struct tu_proc *target = tu_fixture_start("nocfi-musl", "20", "1000",
+						  "sleeper", NULL);
+	ck_assert_ptr_nonnull(target);
+	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
+	struct tu_profile *p = profile_of(target, MODE_WALL, "nocfi-musl");
+	uint64_t asleep = tu_profile_count_contiguous(
+		p, TU_FRAMES("nc_sleeper_[fp]", "nanosleep_[fp]"));
+	uint64_t right = tu_profile_count_contiguous(
+		p, TU_FRAMES("nc_sleeper_[fp]", "nanosleep_[fp]",
+			     "clock_nanosleep_[fp]"));
+	uint64_t stale = tu_profile_count_frame(p, "close_[fp]");
+	if (asleep == 0 || right != asleep || stale)
+		tu_profile_dump(p, 12);
+	ck_assert_msg(asleep > 0, "nocfi-musl: no sample of nc_sleeper in "
+		      "nanosleep");
+	ck_assert_msg(right == asleep && stale == 0,
+		      "nocfi-musl: %" PRIu64 " of %" PRIu64 " samples in "
+		      "nanosleep are nanosleep;clock_nanosleep, %" PRIu64
+		      " have a frame close_[fp]", right, asleep, stale);
+	tu_profile_free(p);
+	tu_proc_kill(target);
 }
 END_TEST
 
@@ -1346,6 +1390,7 @@ static Suite *unwtables_suite(void)
 	tcase_add_test(saved, test_recipe_count_encoding);
 	tcase_add_test(saved, test_tables_from_files);
 	tcase_add_test(saved, test_musl_libc_frames);
+	tcase_add_test(saved, test_musl_stale_return_address);
 	tcase_add_test(saved, test_bare_frames);
 	tcase_add_test(saved, test_signal_frames);
 	suite_add_tcase(suite, saved);
