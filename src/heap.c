@@ -1220,9 +1220,12 @@ static void run_steps(struct cp_heap *h)
 		return;
 	cp_target_hold_all(h->target);
 	/* An execve while the threads were stopped replaced the image our
-	 * breakpoints were in: the same addresses are other code now, and
-	 * must not get our bytes.  */
-	for (size_t i = 0; i < h->nsteps && h->phase == TRACING; i++) {
+	 * breakpoints were in (phase DONE): the same addresses are other code
+	 * now, and must not get our bytes.  Before tracing, in launch mode,
+	 * the loader's breakpoint is stepped too.  */
+	for (size_t i = 0; i < h->nsteps &&
+			   (h->phase == TRACING || h->phase == WAIT_ENTRY);
+	     i++) {
 		pid_t tid = h->steps[i];
 		struct user_regs_struct regs;
 		if (cp_target_get_regs(h->target, tid, &regs) < 0)
