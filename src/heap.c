@@ -550,12 +550,16 @@ static uint64_t auxv_value(pid_t pid, uint64_t type)
  * /proc/PID/map_files, or without the privilege for that its path in the
  * target's root by the target's rules, and only while that path is still
  * the inode mapped.  The names the link map gives are the target's to
- * write and are never opened.  Returns a descriptor or -1.  */
-static int open_mapped(pid_t pid, uint64_t addr)
+ * write and are never opened.  MAPS: PID's mappings, read here when
+ * NULL.  Returns a descriptor or -1.  */
+static int open_mapped(pid_t pid, const struct cp_maps *maps, uint64_t addr)
 {
-	struct cp_maps *maps = NULL;
-	if (cp_maps_read(pid, &maps) < 0)
-		return -1;
+	struct cp_maps *read_here = NULL;
+	if (!maps) {
+		if (cp_maps_read(pid, &read_here) < 0)
+			return -1;
+		maps = read_here;
+	}
 	int fd = -1;
 	const struct cp_map *m = cp_maps_find(maps, addr);
 	if (m && m->path[0] == '/') {
@@ -576,16 +580,18 @@ static int open_mapped(pid_t pid, uint64_t addr)
 			}
 		}
 	}
-	cp_maps_free(maps);
+	cp_maps_free(read_here);
 	return fd < 0 ? -1 : fd;
 }
 
 /* Open module M of process PID: the executable through /proc/PID/exe
- * (the kernel's link to the file it runs), a library by its mapping.  */
-static int open_module(pid_t pid, const struct module *m)
+ * (the kernel's link to the file it runs), a library by its mapping in
+ * MAPS.  */
+static int open_module(pid_t pid, const struct cp_maps *maps,
+		       const struct module *m)
 {
 	if (m->inside)
-		return open_mapped(pid, m->inside);
+		return maps ? open_mapped(pid, maps, m->inside) : -1;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	return open(path, O_RDONLY | O_CLOEXEC);
@@ -795,11 +801,11 @@ static size_t find_symbols(int fd, const char *const *names, size_t n,
 
 /* Look for the traced functions module M of process PID defines and
  * exports and that no earlier module defined; fill ADDRS.  */
-static void scan_module(pid_t pid, const struct module *m,
-			uint64_t addrs[CP_HEAP_NFN],
+static void scan_module(pid_t pid, const struct cp_maps *maps,
+			const struct module *m, uint64_t addrs[CP_HEAP_NFN],
 			const char *where[CP_HEAP_NFN], bool static_exe)
 {
-	int fd = open_module(pid, m);
+	int fd = open_module(pid, maps, m);
 	if (fd < 0)
 		return;
 	uint64_t found[CP_HEAP_NFN] = {0};
@@ -825,7 +831,7 @@ static int loader_symbols(pid_t pid, uint64_t base, uint64_t *brk,
 {
 	static const char *const names[] = { "_dl_debug_state", "_r_debug" };
 	uint64_t values[2] = {0, 0};
-	int fd = open_mapped(pid, base);
+	int fd = open_mapped(pid, NULL, base);
 	if (fd < 0)
 		return -1;
 	/* The loader is linked at 0 (ET_DYN): BASE is its bias.  */
@@ -888,8 +894,11 @@ static int arm(struct cp_heap *h)
 	uint64_t addrs[CP_HEAP_NFN] = {0};
 	const char *where[CP_HEAP_NFN] = {0};
 	elf_version(EV_CURRENT);
+	struct cp_maps *mapped = NULL;
+	cp_maps_read(h->pid, &mapped); /* NULL: only the executable is read */
 	for (size_t i = 0; i < nmods; i++)
-		scan_module(h->pid, &mods[i], addrs, where, nmods == 1);
+		scan_module(h->pid, mapped, &mods[i], addrs, where, nmods == 1);
+	cp_maps_free(mapped);
 	h->nbps = 0;
 	h->where[0] = '\0';
 	for (int f = 0; f < CP_HEAP_NFN; f++) {
