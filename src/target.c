@@ -1236,8 +1236,13 @@ void cp_target_learn_stack(struct cp_target *target, pid_t tid, uint64_t sp)
 
 void cp_target_detach(struct cp_target *t)
 {
+	cp_target_detach_status(t);
+}
+
+int cp_target_detach_status(struct cp_target *t)
+{
 	if (!t)
-		return;
+		return -1;
 	t->detaching = true;
 	/* Ask every thread to stop at once, then let each go from whatever
 	 * stop it reports, in whatever order they come: threads are born
@@ -1315,7 +1320,9 @@ void cp_target_detach(struct cp_target *t)
 		else
 			drop_fork(t, fc);
 	}
+	int exit_status = t->exit_status;
 	free_target(t);
+	return exit_status;
 }
 
 void cp_target_set_cancel(struct cp_target *t,

@@ -261,6 +261,12 @@ void cp_target_set_cancel(struct cp_target *target,
  * on an exited target.  Frees TARGET.  NULL is fine.  */
 void cp_target_detach(struct cp_target *target);
 
+/* cp_target_detach, and return the exit status of the target's leader
+ * as waitpid reported it, if it was collected before or while detaching
+ * (a launched command that ended is not our child to wait for any
+ * more), else -1.  */
+int cp_target_detach_status(struct cp_target *target);
+
 /* Read target memory (process_vm_readv, no stop needed).  Returns the
  * number of bytes read (may be short) or -1 with errno.  */
 ssize_t cp_target_read(pid_t pid, uint64_t addr, void *buf, size_t len);

@@ -909,9 +909,9 @@ static void raw_sample(void *arg, uint64_t t_ns, pid_t tid, uint32_t stack,
  * if the target collected it, is kept for finish_launch.  */
 static void detach_target(struct cp_target *target)
 {
-	if (target && launched_child > 0 && cp_target_exited(target))
-		launched_status = cp_target_exit_status(target);
-	cp_target_detach(target);
+	int status = cp_target_detach_status(target);
+	if (status != -1 && launched_child > 0)
+		launched_status = status;
 }
 
 static void warning(void *arg, const char *text)
