@@ -54,7 +54,8 @@ struct cp_nocfi_caller {
 
 /* The caller of the frame at PC with stack pointer SP and rbp *RBP (NULL
  * when not known), in the stack copy STACK; ENTRY is the executable's
- * entry point (0 if unknown), never a return address; BELOW (NBELOW of
+ * entry point (0 if unknown), which a scan never takes for a return
+ * address (the auxiliary vector holds it); BELOW (NBELOW of
  * them, nearest first) the return addresses of the frames below, whose
  * calls name functions this frame's is not.  INNERMOST: the frame was
  * interrupted (the thread's own frame, or one a signal interrupted), so
