@@ -527,24 +527,6 @@ struct module {
 			    * dynamic section), 0 for the executable */
 };
 
-static uint64_t auxv_value(pid_t pid, uint64_t type)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	uint64_t pair[2], value = 0;
-	while (read(fd, pair, sizeof(pair)) == (ssize_t)sizeof(pair) &&
-	       pair[0] != AT_NULL)
-		if (pair[0] == type) {
-			value = pair[1];
-			break;
-		}
-	close(fd);
-	return value;
-}
-
 /* Open the file process PID has mapped at ADDR, the way every file of the
  * target is opened (cprof/tpath.h): the mapping itself through
  * /proc/PID/map_files, or without the privilege for that its path in the
@@ -629,7 +611,7 @@ static int exe_layout(pid_t pid, uint64_t *bias, uint64_t *dynamic)
 			dyn_vaddr = ph.p_vaddr;
 		}
 	}
-	uint64_t at_phdr = auxv_value(pid, AT_PHDR);
+	uint64_t at_phdr = cp_procfs_auxv(pid, AT_PHDR);
 	if (!have_phdr || !at_phdr)
 		goto out;
 	*bias = at_phdr - phdr_vaddr;
@@ -1285,7 +1267,7 @@ static void on_exec(void *arg)
 	if (h->phase == WAIT_EXEC) {
 		/* Launch mode: the command's image is loaded; its
 		 * libraries are not yet.  Stop it at its entry point.  */
-		h->entry.addr = auxv_value(h->pid, AT_ENTRY);
+		h->entry.addr = cp_procfs_auxv(h->pid, AT_ENTRY);
 		if (!h->entry.addr ||
 		    cp_target_read_mem(h->pid, h->entry.addr, h->entry.orig,
 				       sizeof(h->entry.orig)) < 0 ||
@@ -1298,7 +1280,7 @@ static void on_exec(void *arg)
 		 * sooner, once the libraries are mapped and before their
 		 * constructors run (which may allocate: libstdc++'s
 		 * emergency pool).  The entry point stays the fallback.  */
-		uint64_t base = auxv_value(h->pid, AT_BASE), brk = 0;
+		uint64_t base = cp_procfs_auxv(h->pid, AT_BASE), brk = 0;
 		if (base && loader_symbols(h->pid, base, &brk, &h->r_debug) == 0)
 			set_loader_bp(h, brk);
 		h->phase = WAIT_ENTRY;

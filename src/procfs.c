@@ -533,3 +533,22 @@ void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size)
 	snprintf(buf, size, "%s", text);
 	free(text);
 }
+
+uint64_t cp_procfs_auxv(pid_t pid, uint64_t type)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	/* Pairs of words, ended by AT_NULL (0).  */
+	uint64_t pair[2], value = 0;
+	while (read(fd, pair, sizeof(pair)) == (ssize_t)sizeof(pair) &&
+	       pair[0] != 0)
+		if (pair[0] == type) {
+			value = pair[1];
+			break;
+		}
+	close(fd);
+	return value;
+}

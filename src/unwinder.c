@@ -74,25 +74,6 @@ extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as,
  * pointer.  One unwind runs at a time per thread.  */
 static __thread struct cp_unwinder *current;
 
-/* The executable's entry point (AT_ENTRY), or 0.  */
-static uint64_t entry_point(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	uint64_t pair[2], value = 0;
-	while (read(fd, pair, sizeof(pair)) == (ssize_t)sizeof(pair) &&
-	       pair[0] != AT_NULL)
-		if (pair[0] == AT_ENTRY) {
-			value = pair[1];
-			break;
-		}
-	close(fd);
-	return value;
-}
-
 static const struct cp_map *find_map(struct cp_unwinder *uw, uint64_t addr)
 {
 	const struct cp_map *m = cp_maps_find(uw->maps, addr);
@@ -373,7 +354,7 @@ int cp_unwinder_new(pid_t pid, struct cp_unwinder **out)
 		cp_unwinder_free(uw);
 		return rc;
 	}
-	uw->entry = entry_point(pid);
+	uw->entry = cp_procfs_auxv(pid, AT_ENTRY);
 	*out = uw;
 	return 0;
 }
@@ -406,7 +387,7 @@ void cp_unwinder_invalidate(struct cp_unwinder *uw)
 		uw->pages[i].page = 0;
 	unw_flush_cache(uw->as, 0, 0);
 	unw_flush_cache(uw->as_ptrace, 0, 0);
-	uw->entry = entry_point(uw->pid);
+	uw->entry = cp_procfs_auxv(uw->pid, AT_ENTRY);
 	struct cp_maps *fresh;
 	if (cp_maps_read(uw->pid, &fresh) == 0) {
 		cp_maps_free(uw->maps);
