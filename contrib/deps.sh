@@ -20,6 +20,7 @@ packages=(
 	libjemalloc2                   # heap fixtures: heap-leak-jemalloc links it
 	musl-tools                     # unwind tests: a musl-gcc build (no .eh_frame_hdr)
 	procps                         # ps, used by tests and the demo
+	xz-utils                       # tests: xz -T2 is a real multi-threaded target
 	clang libclang-rt-dev llvm     # make fuzz: libFuzzer and the sanitizer
 	                               # runtimes; llvm-symbolizer for reports
 )
