@@ -25,6 +25,7 @@
 #include "cprof/dump.h"
 #include "cprof/error.h"
 #include "cprof/output.h"
+#include "grow.h"
 #include "hashidx.h"
 
 #ifndef CP_VERSION
@@ -67,21 +68,6 @@ struct writer {
 	struct entry *entries;
 	size_t nentries;
 };
-
-static bool grow_u32(uint32_t **array, size_t need, size_t *cap)
-{
-	if (need <= *cap)
-		return true;
-	size_t n = *cap ? *cap : 1024;
-	while (n < need)
-		n *= 2;
-	uint32_t *grown = realloc(*array, n * sizeof(*grown));
-	if (!grown)
-		return false;
-	*array = grown;
-	*cap = n;
-	return true;
-}
 
 struct frame_ctx {
 	const struct writer *w;
@@ -137,8 +123,8 @@ static bool location_frames(struct writer *w, uint32_t id, size_t *offset,
 		*offset = w->loc_offset[id] - 1;
 		return true;
 	}
-	if (!grow_u32(&w->loc_pool, w->loc_pool_len + *len,
-		      &w->loc_pool_cap))
+	if (!cp_grow((void **)&w->loc_pool, &w->loc_pool_cap,
+		     w->loc_pool_len + *len, sizeof(*w->loc_pool), 1024))
 		return false;
 	*offset = w->loc_pool_len;
 	/* Lines are innermost first: the caller comes first here.  */
@@ -167,7 +153,8 @@ static bool stack_frames(struct writer *w, uint32_t stack, size_t *offset,
 		size_t at;
 		uint32_t n;
 		if (!location_frames(w, locs[j], &at, &n) ||
-		    !grow_u32(&w->pool, w->pool_len + n, &w->pool_cap))
+		    !cp_grow((void **)&w->pool, &w->pool_cap, w->pool_len + n,
+			     sizeof(*w->pool), 1024))
 			return false;
 		memcpy(w->pool + w->pool_len, w->loc_pool + at,
 		       n * sizeof(*w->pool));
@@ -466,21 +453,6 @@ static bool log_thread_eq(const void *ctx, uint32_t id)
 	return k->log->threads[id].tid == k->tid;
 }
 
-static bool grow_array(void **array, size_t *cap, size_t need, size_t size)
-{
-	if (need <= *cap)
-		return true;
-	size_t n = *cap ? 2 * *cap : 256;
-	while (n < need)
-		n *= 2;
-	void *grown = realloc(*array, n * size);
-	if (!grown)
-		return false;
-	*array = grown;
-	*cap = n;
-	return true;
-}
-
 int cp_speedscope_log_add(struct cp_speedscope_log *log, pid_t tid,
 			  uint32_t stack, uint64_t weight)
 {
@@ -501,16 +473,16 @@ int cp_speedscope_log_add(struct cp_speedscope_log *log, pid_t tid,
 		}
 	} else {
 		if (log->nthreads >= UINT32_MAX - 1 ||
-		    !grow_array((void **)&log->threads, &log->threads_cap,
-				log->nthreads + 1, sizeof(*log->threads)) ||
+		    !cp_grow((void **)&log->threads, &log->threads_cap,
+			     log->nthreads + 1, sizeof(*log->threads), 256) ||
 		    !cp_hashidx_insert(&log->thread_index, hash,
 				       (uint32_t)log->nthreads))
 			return -CP_E_NOMEM;
 		id = (uint32_t)log->nthreads++;
 		log->threads[id].tid = tid;
 	}
-	if (!grow_array((void **)&log->samples, &log->cap, log->n + 1,
-			sizeof(*log->samples)))
+	if (!cp_grow((void **)&log->samples, &log->cap, log->n + 1,
+		     sizeof(*log->samples), 256))
 		return -CP_E_NOMEM;
 	log->samples[log->n] = (struct logged){
 		.tid = tid, .stack = stack, .weight = weight};

@@ -36,6 +36,7 @@
 
 #include "cprof/dump.h"
 #include "cprof/error.h"
+#include "grow.h"
 #include "hashidx.h"
 
 #if defined(__SSE2__)
@@ -125,21 +126,6 @@ struct cp_timeline {
 
 /* ------------------------------------------------------------ helpers */
 
-static bool grow(void **array, size_t *cap, size_t need, size_t size)
-{
-	if (need <= *cap)
-		return true;
-	size_t n = *cap ? *cap : 16;
-	while (n < need)
-		n *= 2;
-	void *grown = realloc(*array, n * size);
-	if (!grown)
-		return false;
-	*array = grown;
-	*cap = n;
-	return true;
-}
-
 static void put(FILE *f, const char *s)
 {
 	fputs_unlocked(s, f);
@@ -223,8 +209,8 @@ static void put_json(FILE *f, const char *name, size_t len)
 
 static bool middle_append(struct cp_timeline *tl, const char *s, size_t n)
 {
-	if (!grow((void **)&tl->middle, &tl->middle_cap, tl->middle_len + n + 1,
-		  1))
+	if (!cp_grow((void **)&tl->middle, &tl->middle_cap,
+		     tl->middle_len + n + 1, 1, 16))
 		return false;
 	memcpy(tl->middle + tl->middle_len, s, n);
 	tl->middle_len += n;
@@ -258,8 +244,8 @@ static struct thread *thread_get(struct cp_timeline *tl, pid_t tid)
 	if (id != UINT32_MAX)
 		return tl->recent = tl->threads[id];
 	if (tl->nthreads >= UINT32_MAX - 1 ||
-	    !grow((void **)&tl->threads, &tl->threads_cap, tl->nthreads + 1,
-		  sizeof(*tl->threads)))
+	    !cp_grow((void **)&tl->threads, &tl->threads_cap, tl->nthreads + 1,
+		     sizeof(*tl->threads), 16))
 		return NULL;
 	struct thread *t = calloc(1, sizeof(*t));
 	if (!t)
@@ -312,10 +298,10 @@ static uint32_t shared_frame(struct cp_timeline *tl, const char *name,
 	if (id != UINT32_MAX)
 		return id;
 	if (tl->nshared >= UINT32_MAX - 1 ||
-	    !grow((void **)&tl->shared_off, &tl->shared_off_cap,
-		  (size_t)tl->nshared + 1, sizeof(*tl->shared_off)) ||
-	    !grow((void **)&tl->shared_names, &tl->shared_cap,
-		  tl->shared_len + len + 1, 1))
+	    !cp_grow((void **)&tl->shared_off, &tl->shared_off_cap,
+		     (size_t)tl->nshared + 1, sizeof(*tl->shared_off), 16) ||
+	    !cp_grow((void **)&tl->shared_names, &tl->shared_cap,
+		     tl->shared_len + len + 1, 1, 16))
 		return UINT32_MAX;
 	memcpy(tl->shared_names + tl->shared_len, name, len);
 	tl->shared_names[tl->shared_len + len] = '\0';
@@ -448,7 +434,8 @@ static bool make_middle(struct cp_timeline *tl, const struct thread *t,
  * memory.  */
 static char *batch_room(struct cp_timeline *tl, size_t n)
 {
-	if (!grow((void **)&tl->batch, &tl->batch_cap, tl->batch_len + n, 1))
+	if (!cp_grow((void **)&tl->batch, &tl->batch_cap, tl->batch_len + n, 1,
+		     16))
 		return NULL;
 	return tl->batch + tl->batch_len;
 }
@@ -675,12 +662,12 @@ static int apply_events(struct cp_timeline *tl, struct thread *t,
 	if (keep < t->depth)
 		t->names_len = t->stack[keep].name_off;
 	t->depth = keep;
-	if (!grow((void **)&t->stack, &t->stack_cap, keep + nnew,
-		  sizeof(*t->stack)))
+	if (!cp_grow((void **)&t->stack, &t->stack_cap, keep + nnew,
+		     sizeof(*t->stack), 16))
 		return -CP_E_NOMEM;
 	for (size_t i = 0; i < nnew; i++) {
-		if (!grow((void **)&t->names, &t->names_cap,
-			  t->names_len + lens[i] + 1, 1))
+		if (!cp_grow((void **)&t->names, &t->names_cap,
+			     t->names_len + lens[i] + 1, 1, 16))
 			return -CP_E_NOMEM;
 		memcpy(t->names + t->names_len, names[i], lens[i]);
 		t->names[t->names_len + lens[i]] = ';';
@@ -752,8 +739,8 @@ int cp_timeline_sample_weighted(struct cp_timeline *tl, const char *ts_text,
 	int rc = sample_begin(tl, ts, tid, &t);
 	if (rc)
 		return rc;
-	if (!grow((void **)&tl->lens, &tl->lens_cap, nframes,
-		  sizeof(*tl->lens)))
+	if (!cp_grow((void **)&tl->lens, &tl->lens_cap, nframes,
+		     sizeof(*tl->lens), 16))
 		return -CP_E_NOMEM;
 	for (size_t i = 0; i < nframes; i++)
 		tl->lens[i] = strlen(frames[i]);
@@ -1445,7 +1432,8 @@ static int next_line(struct lines *l, char **line, size_t *len)
 		l->pos = 0;
 		size_t block = l->block;
 		l->block = block < LINES_BLOCK ? 2 * block : LINES_BLOCK;
-		if (!grow((void **)&l->buf, &l->cap, l->len + block + 1, 1))
+		if (!cp_grow((void **)&l->buf, &l->cap, l->len + block + 1, 1,
+			     16))
 			return -CP_E_NOMEM;
 		size_t got = fread_unlocked(l->buf + l->len, 1, block, l->in);
 		l->len += got;
