@@ -223,24 +223,13 @@ static void expect_thread_frames(const struct tu_run *run,
 /* ------------------------------------------------------ CPU time */
 
 /* User + system CPU time of process PID so far (every thread, the exited
- * ones included), in ns; 0 when unreadable.  */
+ * ones included), in ns; 0 when it is gone.  */
 static uint64_t process_cpu_ns(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	unsigned long long utime = 0, stime = 0;
-	/* After the name: state and 10 more fields, then utime, stime. */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-			 "%llu %llu", &utime, &stime) != 2)
-		return 0;
-	return (utime + stime) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+	long long ticks = tu_proc_cpu_ticks(pid);
+	return ticks < 0 ? 0
+			 : (uint64_t)ticks *
+				   (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
 }
 
 /* The CPU time a process got while cprof-attach sampled it.  */
