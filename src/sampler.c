@@ -406,15 +406,17 @@ static void owe_tick(struct run *r, pid_t tid)
  * remainder is carried to its next sample), so a host short of CPUs
  * does not count run-queue time as CPU (perf's cpu-clock counts only
  * time on a CPU the same way).  Without schedstat, every tick that finds
- * it runnable counts one, as before.  Returns the weight, 0: not now.  */
-static uint32_t cpu_weight(struct run *r, struct cp_thread *th)
+ * it runnable counts one, as before.  Returns whether to stop it; the
+ * ticks its sample stands for beyond one are then in its accounts'
+ * OWED.  */
+static bool cpu_due(struct run *r, struct cp_thread *th)
 {
 	uint64_t now_cpu;
 	if (cp_target_thread_cpu_ns(r->target, th, &now_cpu) < 0)
-		return 1;
+		return true;
 	struct acct *a = acct_of(r, th->tid, true);
 	if (!a)
-		return 1;
+		return true;
 	if (!a->cpu_known || now_cpu < a->cpu_ns) {
 		/* First seen (or a new thread under an old TID): what it ran
 		 * before is not ours to count; this tick found it runnable
@@ -428,13 +430,14 @@ static uint32_t cpu_weight(struct run *r, struct cp_thread *th)
 	}
 	if (a->credit_ns < (int64_t)(r->period / 2)) {
 		r->stats->ticks_waiting++;
-		return 0;
+		return false;
 	}
 	uint64_t weight = ((uint64_t)a->credit_ns + r->period / 2) / r->period;
 	if (weight > UINT32_MAX)
 		weight = UINT32_MAX;
 	a->credit_ns -= (int64_t)(weight * r->period);
-	return (uint32_t)weight;
+	a->owed = (uint32_t)weight - 1;
+	return true;
 }
 
 /* --wall, at a tick: sample TH without stopping it if it is off the CPU
@@ -583,13 +586,8 @@ static int tick(struct run *r)
 			 * runs meanwhile is counted at its next reading.  */
 			if (threads[i].interrupting)
 				continue;
-			uint32_t weight = cpu_weight(r, &threads[i]);
-			if (weight == 0)
-				continue;
-			struct acct *a = acct_of(r, threads[i].tid, true);
-			if (a)
-				a->owed = weight - 1;
-			r->tids[count++] = threads[i].tid;
+			if (cpu_due(r, &threads[i]))
+				r->tids[count++] = threads[i].tid;
 			continue;
 		}
 		struct cp_blocked_thread *bt =
