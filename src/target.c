@@ -875,11 +875,6 @@ bool cp_target_exited(const struct cp_target *target)
 	return target->nthreads == 0;
 }
 
-int cp_target_exit_status(const struct cp_target *target)
-{
-	return target->exit_status;
-}
-
 bool cp_target_take_exec(struct cp_target *target)
 {
 	bool seen = target->exec_seen;

@@ -122,10 +122,6 @@ size_t cp_target_threads_seen(const struct cp_target *target);
 /* True once every thread of the target has exited.  */
 bool cp_target_exited(const struct cp_target *target);
 
-/* Exit status of the target as waitpid reported it (launched children
- * and the thread group leader), or -1 when unknown.  */
-int cp_target_exit_status(const struct cp_target *target);
-
 /* Set when the target replaced its image with execve since the last call
  * to this function (its mappings are new).  */
 bool cp_target_take_exec(struct cp_target *target);
