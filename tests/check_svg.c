@@ -1,4 +1,4 @@
-/* Unit tests for the SVG flame graph writer (cp_write_svg, src/svg.c).
+/* Unit tests for the SVG flame graph writer (cp_write_svg, src/formats/svg.c).
  *
  * Profiles are built with the cp_profile API (and once read from folded
  * text).  Golden outputs: fixtures/data/svg-*.svg, checked by hand; rewrite

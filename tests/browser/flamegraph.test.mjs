@@ -1,7 +1,7 @@
 // Drives a cprof flame graph SVG in headless Chromium, the way a person
 // would: click a frame to zoom, "Reset zoom", search with the Search control,
 // Ctrl-F and F3, toggle match case, hover a frame.  The document's ids and
-// classes are the ones documented at the top of src/svg.c; everything is
+// classes are the ones documented at the top of src/formats/svg.c; everything is
 // checked in the DOM the page shows, and widths in rendered pixels.
 //
 // Input: an SVG that cprof drew from fixtures/data/browser.folded:

@@ -31,13 +31,13 @@
 #include "fuzzutil.h"
 
 /* Where the input lies, the code it may describe, and the rewritten
- * .debug_frame image (as in src/unwtables.c: above 2^63).  */
+ * .debug_frame image (as in src/unwind/unwtables.c: above 2^63).  */
 #define SECTION_ADDR 0x10000ull
 #define IMAGE_ADDR 0x8000000000010000ull
 static const struct cp_ehframe_range code[] = {
 	{0x1000, 0x7fffffffffffull},
 };
-/* The one-entry search table of src/unwtables.h.  */
+/* The one-entry search table of src/unwind/unwtables.h.  */
 #define ENTRY_ADDR 0x8000000000000000ull
 #define ENTRY_WORD 0x0000000080000000ull
 /* A fake stack for libunwind's step.  */

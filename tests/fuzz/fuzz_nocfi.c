@@ -1,4 +1,4 @@
-/* Fuzz the callers of frames without CFI (src/nocfi.h): cp_nocfi_caller,
+/* Fuzz the callers of frames without CFI (src/unwind/nocfi.h): cp_nocfi_caller,
  * cp_nocfi_recover_rbp, cp_nocfi_after_call.
  *
  * The input is what a target controls: its registers, a copy of its stack
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/nocfi.h"
+#include "unwind/nocfi.h"
 #include "fuzzutil.h"
 
 #define CODE_BASE 0x400000ull

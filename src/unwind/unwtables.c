@@ -1,5 +1,5 @@
 /* The unwind tables of a target's modules: see unwtables.h.  */
-#include "unwtables.h"
+#include "unwind/unwtables.h"
 
 #include <elf.h>
 #include <fcntl.h>

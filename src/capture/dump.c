@@ -9,7 +9,7 @@
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "syscalls.h"
-#include "waits.h"
+#include "arch/x86_64/waits.h"
 
 const char *cp_syscall_name(long nr)
 {

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfi.h"
+#include "unwind/cfi.h"
 #include "cprof/error.h"
 
 /* libunwind keeps the first four characters of an augmentation.  */

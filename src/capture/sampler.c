@@ -11,12 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "blocked.h"
+#include "capture/blocked.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
-#include "hashidx.h"
-#include "resolver.h"
-#include "waits.h"
+#include "util/hashidx.h"
+#include "symbolize/resolver.h"
+#include "arch/x86_64/waits.h"
 
 /* How long a tick polls for the stops it asked for before going back to
  * waiting (stragglers are served when they arrive).  */

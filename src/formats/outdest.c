@@ -14,7 +14,7 @@
  * descriptor compared with what was looked at.  Links into /proc
  * (/dev/stdout, /proc/self/cwd) are the kernel's to follow: their text is
  * no path.  */
-#include "outdest.h"
+#include "formats/outdest.h"
 
 #include <errno.h>
 #include <fcntl.h>

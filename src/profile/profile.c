@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cprof/error.h"
-#include "hashidx.h"
+#include "util/hashidx.h"
 
 struct thread_name {
 	pid_t tid;

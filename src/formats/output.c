@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cprof/error.h"
-#include "outdest.h"
+#include "formats/outdest.h"
 
 /* ".NAME" TMP_TAG "PID.RANDOM": what marks our temporaries.  */
 #define TMP_TAG ".cprof-tmp."

@@ -14,8 +14,8 @@
 
 #include "cprof/error.h"
 #include "cprof/procfs.h"
-#include "nocfi.h"
-#include "unwtables.h"
+#include "unwind/nocfi.h"
+#include "unwind/unwtables.h"
 
 #if !defined(__x86_64__)
 #error "cprof unwinds x86-64 targets only for now"

@@ -1,6 +1,6 @@
 /* Blocked threads in --wall mode: the per-thread table, its /proc reads
  * and which waits survive a ptrace stop.  See blocked.h.  */
-#include "blocked.h"
+#include "capture/blocked.h"
 
 #include <errno.h>
 #include <fcntl.h>

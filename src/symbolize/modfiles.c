@@ -1,5 +1,5 @@
 /* Finding a module's files for libdwfl, safely: see modfiles.h.  */
-#include "modfiles.h"
+#include "symbolize/modfiles.h"
 
 #include <elfutils/libdwelf.h>
 #include <errno.h>

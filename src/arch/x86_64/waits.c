@@ -1,5 +1,5 @@
 /* Which waits a ptrace stop breaks, and how to undo it.  See waits.h.  */
-#include "waits.h"
+#include "arch/x86_64/waits.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -13,7 +13,7 @@
 
 #include "cprof/error.h"
 #include "cprof/output.h"
-#include "hashidx.h"
+#include "util/hashidx.h"
 #include "profile.pb-c.h"
 
 /* ------------------------------------------------------- sample types */

@@ -1,4 +1,4 @@
-#include "resolver.h"
+#include "symbolize/resolver.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -10,7 +10,7 @@
 
 #include "cprof/error.h"
 #include "cprof/unwinder.h"
-#include "hashidx.h"
+#include "util/hashidx.h"
 
 /* A unit of work for the symbolizer thread.  LOCATION UINT32_MAX with
  * address 0 asks it to re-read the target's modules (after an exec).  */

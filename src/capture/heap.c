@@ -20,7 +20,7 @@
 #include "cprof/insn.h"
 #include "cprof/procfs.h"
 #include "cprof/tpath.h"
-#include "resolver.h"
+#include "symbolize/resolver.h"
 
 #define INT3 0xcc
 #define RET 0xc3

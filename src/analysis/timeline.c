@@ -36,8 +36,8 @@
 
 #include "cprof/dump.h"
 #include "cprof/error.h"
-#include "grow.h"
-#include "hashidx.h"
+#include "util/grow.h"
+#include "util/hashidx.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

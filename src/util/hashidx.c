@@ -1,4 +1,4 @@
-#include "hashidx.h"
+#include "util/hashidx.h"
 
 #include <stdlib.h>
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfi.h"
+#include "unwind/cfi.h"
 #include "cprof/error.h"
 
 /* ---------------------------------------------------- .eh_frame_hdr */

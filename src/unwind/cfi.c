@@ -1,6 +1,6 @@
 /* Call frame programs and DWARF expressions checked against what
  * libunwind evaluates: see cfi.h.  */
-#include "cfi.h"
+#include "unwind/cfi.h"
 
 /* ------------------------------------------------- DWARF expressions */
 

@@ -1,5 +1,5 @@
 /* Frames no unwind table covers: see nocfi.h.  */
-#include "nocfi.h"
+#include "unwind/nocfi.h"
 
 #include <string.h>
 

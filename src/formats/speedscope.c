@@ -25,8 +25,8 @@
 #include "cprof/dump.h"
 #include "cprof/error.h"
 #include "cprof/output.h"
-#include "grow.h"
-#include "hashidx.h"
+#include "util/grow.h"
+#include "util/hashidx.h"
 
 #ifndef CP_VERSION
 #define CP_VERSION "unknown"

@@ -1,6 +1,6 @@
 /* Reading DWARF unwind data with bounds, and checking call frame
- * programs, for the unwind-table checker (src/ehframe.c,
- * src/ehframe_hdr.c; cprof/ehframe.h).  Internal to libcprof.
+ * programs, for the unwind-table checker (src/unwind/ehframe.c,
+ * src/unwind/ehframe_hdr.c; cprof/ehframe.h).  Internal to libcprof.
  *
  * What is accepted mirrors what libunwind 1.6 (src/dwarf/Gparser.c,
  * Gexpr.c, dwarf_i.h) reads: an instruction, operand or pointer encoding

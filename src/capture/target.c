@@ -25,7 +25,7 @@
 
 #include "cprof/error.h"
 #include "cprof/procfs.h"
-#include "waits.h"
+#include "arch/x86_64/waits.h"
 
 /* How long we poll for an interrupted thread's stop before we sleep.  */
 #define SPIN_WAIT_US 200

@@ -32,8 +32,8 @@
 #include "cprof/procfs.h"
 #include "cprof/profile.h"
 #include "cprof/tpath.h"
-#include "hashidx.h"
-#include "modfiles.h"
+#include "util/hashidx.h"
+#include "symbolize/modfiles.h"
 
 #define MAX_INLINE 32
 
