@@ -23,7 +23,8 @@
 	CP_ERROR(EXEC, "cannot execute command")                           \
 	CP_ERROR(INVAL, "invalid argument")                                \
 	CP_ERROR(NOTLEADER, "a thread, not a process")                    \
-	CP_ERROR(NOALLOC, "no allocator entry points found")
+	CP_ERROR(NOALLOC, "no allocator entry points found")              \
+	CP_ERROR(BUSY, "busy: sampling or heap tracing is on")
 
 enum cp_error {
 #define CP_ERROR(name, msg) CP_E_##name,
