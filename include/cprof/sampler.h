@@ -111,7 +111,71 @@ struct cp_sampler_stats {
 	bool interrupted;         /* ended by *stop */
 };
 
-/* Sample TARGET into PROFILE until the duration ends, *STOP is set or the
+/* A sampler, stepped by its caller: cp_sampler_new starts the clock,
+ * each cp_sampler_step takes the ticks that come due until a deadline,
+ * a stop request or the target's exit, and returns; between steps the
+ * target runs untouched (ticks due meanwhile count as missed).  The
+ * profile being filled can be swapped for a fresh one between two steps
+ * (cp_sampler_swap), its frames named while sampling goes on.  */
+struct cp_sampler;
+
+/* Why a step returned.  */
+enum cp_sampler_end {
+	CP_SAMPLER_DEADLINE, /* the step's UNTIL_NS came */
+	CP_SAMPLER_DURATION, /* OPTIONS->duration is over */
+	CP_SAMPLER_STOPPED,  /* a stop flag was set */
+	CP_SAMPLER_EXITED,   /* every thread of the target exited */
+};
+
+/* A sampler of TARGET into PROFILE with OPTIONS (copied; its duration
+ * counts from now, its stop flag is checked as well as each step's).
+ * TARGET, UNWINDER, SYMBOLS and PROFILE are borrowed until
+ * cp_sampler_free; SYMBOLS is used only by the sampler's symbolizer
+ * thread until cp_sampler_finish returns.  Returns 0 or a -CP_E_* code.  */
+int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
+		   struct cp_symbols *symbols, struct cp_profile *profile,
+		   const struct cp_sampler_options *options,
+		   struct cp_sampler **out);
+
+/* Take ticks until UNTIL_NS (CLOCK_MONOTONIC ns; 0: none), the duration
+ * ends, *STOP (may be NULL) or the options' stop flag is set, or the
+ * target exits; *END (may be NULL) says which.  SIGINT, SIGTERM, SIGHUP
+ * and SIGCHLD are blocked while it works and unblocked only while it
+ * waits, so a handler setting *STOP is never missed.  Returns 0 or a
+ * -CP_E_* code for a failure of ours (the samples taken are kept).  */
+int cp_sampler_step(struct cp_sampler *sampler, uint64_t until_ns,
+		    volatile sig_atomic_t *stop, enum cp_sampler_end *end);
+
+/* The counters so far; borrowed.  */
+const struct cp_sampler_stats *cp_sampler_stats(const struct cp_sampler *s);
+
+/* The profile being filled; borrowed.  */
+struct cp_profile *cp_sampler_profile(struct cp_sampler *sampler);
+
+/* Fill FRESH from the next tick on; the profile filled so far retires:
+ * its frames are named while sampling goes on, and cp_sampler_retired
+ * hands it back.  Returns 0, -CP_E_BUSY while an earlier one has not been
+ * handed back, or -CP_E_INVAL when samples are streamed (on_sample: its
+ * stack ids are of one profile) or the sampler is finished.  */
+int cp_sampler_swap(struct cp_sampler *sampler, struct cp_profile *fresh);
+
+/* The retired profile once its frames are named (the caller owns it
+ * again), else NULL; with WAIT, wait for the names (slow: debug
+ * information; sampling does not go on meanwhile).  */
+struct cp_profile *cp_sampler_retired(struct cp_sampler *sampler, bool wait);
+
+/* No more ticks: wait until every frame is named, then hand the
+ * streamed samples still held to on_sample.  The target is not touched
+ * (detach it first: names can take long).  Returns a profile still
+ * retiring, named now (the caller owns it), else NULL.  */
+struct cp_profile *cp_sampler_finish(struct cp_sampler *sampler);
+
+/* Free SAMPLER (finishing it first if needed; a profile still retiring
+ * is freed).  NULL is fine.  */
+void cp_sampler_free(struct cp_sampler *sampler);
+
+/* All of the above in one call: new, one step until the duration ends,
+ * *STOP is set or the target exits, at_end, finish.  Sample TARGET into PROFILE until the duration ends, *STOP is set or the
  * target exits.  STATS is filled in (also while running, for progress).
  * Returns 0 or a -CP_E_* code for a failure of ours; the target is never
  * detached here.  */

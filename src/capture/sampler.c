@@ -87,13 +87,21 @@ uint64_t cp_hist_quantile(const struct cp_hist *h, double q)
 
 /* ---------------------------------------------------------------- run */
 
-struct run {
+struct cp_sampler {
 	struct cp_target *target;
 	struct cp_unwinder *unwinder;
 	struct cp_symbols *symbols;
 	struct cp_profile *profile;
-	const struct cp_sampler_options *o;
-	struct cp_sampler_stats *stats;
+	const struct cp_sampler_options *o; /* &OPTIONS */
+	struct cp_sampler_options options;
+	struct cp_sampler_stats *stats;     /* &OWN_STATS */
+	struct cp_sampler_stats own_stats;
+	int sig_fd;                  /* SIGCHLD: a tracee reported */
+	int timer_fd;                /* the ticks */
+	uint64_t end;                /* the duration's end, 0: none */
+	uint64_t next_progress;
+	bool events;                 /* a tracee may have reported */
+	bool finished;               /* cp_sampler_finish was called */
 	struct cp_snapshot *snaps;   /* stops served, not yet unwound */
 	size_t nsnaps, snaps_cap;
 	int error;                   /* from on_stop */
@@ -146,7 +154,7 @@ struct acct {
 };
 
 struct acct_key {
-	const struct run *r;
+	const struct cp_sampler *r;
 	pid_t tid;
 };
 
@@ -159,7 +167,7 @@ static bool acct_eq(const void *ctx, uint32_t id)
 /* TID's accounts; created (zero) when CREATE, else NULL if none.  A TID
  * is never removed: a thread's successor under the same TID is told by
  * its run time going backwards.  */
-static struct acct *acct_of(struct run *r, pid_t tid, bool create)
+static struct acct *acct_of(struct cp_sampler *r, pid_t tid, bool create)
 {
 	uint64_t hash = cp_hash_u64((uint64_t)tid);
 	struct acct_key key = {r, tid};
@@ -184,7 +192,7 @@ static struct acct *acct_of(struct run *r, pid_t tid, bool create)
 
 /* Hand the streamed samples whose stacks are fully named to the caller,
  * oldest first; with ALL, every one (after the resolver finished).  */
-static void flush_stream(struct run *r, bool all)
+static void flush_stream(struct cp_sampler *r, bool all)
 {
 	size_t done = 0;
 	for (; done < r->nstream; done++) {
@@ -210,7 +218,7 @@ static void flush_stream(struct run *r, bool all)
 	r->nstream -= done;
 }
 
-static int stream_sample(struct run *r, uint64_t t_ns, pid_t tid,
+static int stream_sample(struct cp_sampler *r, uint64_t t_ns, pid_t tid,
 			 uint32_t stack, uint64_t weight)
 {
 	if (r->nstream == r->stream_cap) {
@@ -227,7 +235,7 @@ static int stream_sample(struct run *r, uint64_t t_ns, pid_t tid,
 }
 
 /* Add one sample of STACK on TID at T_NS, with the ticks owed to it.  */
-static int record_stack(struct run *r, pid_t tid, uint64_t t_ns,
+static int record_stack(struct cp_sampler *r, pid_t tid, uint64_t t_ns,
 			uint32_t stack)
 {
 	struct acct *a = acct_of(r, tid, false);
@@ -243,7 +251,7 @@ static int record_stack(struct run *r, pid_t tid, uint64_t t_ns,
 
 /* Record R->pcs[0..NPCS), then the location OUTER when it is not
  * UINT32_MAX (the "[truncated]" mark); the stack id in *STACK.  */
-static int record(struct run *r, pid_t tid, uint64_t t_ns, size_t npcs,
+static int record(struct cp_sampler *r, pid_t tid, uint64_t t_ns, size_t npcs,
 		  uint32_t outer, uint32_t *stack_out)
 {
 	for (size_t i = 0; i < npcs; i++) {
@@ -261,7 +269,7 @@ static int record(struct run *r, pid_t tid, uint64_t t_ns, size_t npcs,
 	return record_stack(r, tid, t_ns, stack);
 }
 
-static void name_thread(struct run *r, pid_t tid)
+static void name_thread(struct cp_sampler *r, pid_t tid)
 {
 	char name[64];
 	cp_procfs_comm(cp_target_pid(r->target), tid, name, sizeof(name));
@@ -270,7 +278,7 @@ static void name_thread(struct run *r, pid_t tid)
 }
 
 /* Unwind a snapshot taken this tick and add it to the profile.  */
-static int unwind_and_record(struct run *r, const struct cp_snapshot *snap,
+static int unwind_and_record(struct cp_sampler *r, const struct cp_snapshot *snap,
 			     uint64_t t_ns)
 {
 	cp_target_learn_stack(r->target, snap->tid, snap->regs.rsp);
@@ -302,7 +310,7 @@ static int unwind_and_record(struct run *r, const struct cp_snapshot *snap,
  * CPU are not stopped (sample_without_stop), but one seen running can
  * block in the microseconds before our interrupt lands: mend the call's
  * result so that the kernel restarts it (waits.h).  */
-static void undo_our_eintr(struct run *r, pid_t tid,
+static void undo_our_eintr(struct cp_sampler *r, pid_t tid,
 			   const struct user_regs_struct *regs)
 {
 	struct user_regs_struct mended = *regs;
@@ -315,7 +323,7 @@ static void undo_our_eintr(struct run *r, pid_t tid,
  * needs and let it go.  Runs inside cp_target_serve.  */
 static void on_stop(void *arg, pid_t tid)
 {
-	struct run *r = arg;
+	struct cp_sampler *r = arg;
 	uint64_t held = now_ns();
 	struct cp_thread *th = cp_target_thread(r->target, tid);
 	if (th && th->interrupt_ns && held > th->interrupt_ns)
@@ -376,7 +384,7 @@ static void on_stop(void *arg, pid_t tid)
 
 /* The location of the frame that ends a stack cut short: unwinding
  * needed a register that a thread read without a stop does not give.  */
-static uint32_t truncated_location(struct run *r)
+static uint32_t truncated_location(struct cp_sampler *r)
 {
 	if (r->truncated_loc == UINT32_MAX) {
 		static const char name[] = "[truncated]";
@@ -391,7 +399,7 @@ static uint32_t truncated_location(struct run *r)
 	return r->truncated_loc;
 }
 
-static void owe_tick(struct run *r, pid_t tid)
+static void owe_tick(struct cp_sampler *r, pid_t tid)
 {
 	struct acct *a = acct_of(r, tid, true);
 	if (a)
@@ -409,7 +417,7 @@ static void owe_tick(struct run *r, pid_t tid)
  * it runnable counts one, as before.  Returns whether to stop it; the
  * ticks its sample stands for beyond one are then in its accounts'
  * OWED.  */
-static bool cpu_due(struct run *r, struct cp_thread *th)
+static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 {
 	uint64_t now_cpu;
 	if (cp_target_thread_cpu_ns(r->target, th, &now_cpu) < 0)
@@ -442,7 +450,7 @@ static bool cpu_due(struct run *r, struct cp_thread *th)
 
 /* --wall, at a tick: sample TH without stopping it if it is off the CPU
  * (cp_blocked_look).  Returns false when it must be stopped.  */
-static bool sample_without_stop(struct run *r, const struct cp_thread *th,
+static bool sample_without_stop(struct cp_sampler *r, const struct cp_thread *th,
 				struct cp_blocked_thread *bt, uint64_t t_ns)
 {
 	if (r->nunstopped == r->unstopped_cap) {
@@ -486,7 +494,7 @@ static bool sample_without_stop(struct run *r, const struct cp_thread *th,
  * needed a register that /proc does not give and could not recover,
  * either stop the thread after all (when its wait survives a stop) or
  * record the frames found, ended by "[truncated]".  */
-static int unwind_unstopped(struct run *r, struct unstopped *u)
+static int unwind_unstopped(struct cp_sampler *r, struct unstopped *u)
 {
 	struct cp_blocked_read *read = &u->read;
 	pid_t tid = read->snap.tid;
@@ -531,7 +539,7 @@ static int unwind_unstopped(struct run *r, struct unstopped *u)
 
 /* Serve the stops that have arrived, then, with every thread running
  * again, unwind the copies: the slow part never holds the target.  */
-static int serve(struct run *r, unsigned spin_us)
+static int serve(struct cp_sampler *r, unsigned spin_us)
 {
 	cp_target_serve(r->target, spin_us, on_stop, r);
 	for (size_t i = 0; i < r->nsnaps; i++) {
@@ -552,7 +560,7 @@ static int serve(struct run *r, unsigned spin_us)
 	return r->error;
 }
 
-static int tick(struct run *r)
+static int tick(struct cp_sampler *r)
 {
 	/* Ask every thread that matters to stop at once; serve each as it
 	 * stops.  No thread waits for another's snapshot, and a thread that
@@ -612,7 +620,7 @@ static int tick(struct run *r)
 	return serve(r, count ? SPIN_US : 0);
 }
 
-static void fill_live_stats(struct run *r, uint64_t start)
+static void fill_live_stats(struct cp_sampler *r, uint64_t start)
 {
 	size_t n;
 	cp_target_threads(r->target, &n);
@@ -621,128 +629,155 @@ static void fill_live_stats(struct run *r, uint64_t start)
 	r->stats->elapsed = (double)(now_ns() - start) / 1e9;
 }
 
-int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
-		   struct cp_symbols *symbols, struct cp_profile *profile,
-		   const struct cp_sampler_options *o,
-		   struct cp_sampler_stats *stats)
-{
-	int rc = 0;
-	struct run r = {
-		.target = target,
-		.unwinder = unwinder,
-		.symbols = symbols,
-		.profile = profile,
-		.o = o,
-		.stats = stats,
-		.truncated_loc = UINT32_MAX,
-	};
-	memset(stats, 0, sizeof(*stats));
-	stats->duration = o->duration;
-	size_t depth = o->max_depth ? o->max_depth : 1;
-	r.pcs = malloc(depth * sizeof(*r.pcs));
-	/* One more: a stack cut short ends with "[truncated]".  */
-	r.locs = malloc((depth + 1) * sizeof(*r.locs));
-	if (o->wall && !(r.blocked = cp_blocked_new(cp_target_pid(target)))) {
-		rc = -CP_E_NOMEM;
-		goto out_free;
-	}
-	if (!r.pcs || !r.locs) {
-		rc = -CP_E_NOMEM;
-		goto out_free;
-	}
+/* ------------------------------------------------------------ public */
 
-	/* Signals that end the run or announce target events are blocked
-	 * while we work and unblocked only inside ppoll, atomically, so none
-	 * can slip in between a check and the wait.  SIGCHLD (a tracee
-	 * stopped) is read from a signalfd.  */
-	sigset_t block, saved, wait_mask;
-	sigemptyset(&block);
-	sigaddset(&block, SIGCHLD);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
-	sigprocmask(SIG_BLOCK, &block, &saved);
-	wait_mask = saved;
-	sigaddset(&wait_mask, SIGCHLD);
+/* The signals a step blocks while it works (unblocked only inside its
+ * wait): SIGCHLD (a tracee stopped; read from the signalfd) and those a
+ * caller's handler uses to set a stop flag.  */
+static void work_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGCHLD);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
+int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
+		   struct cp_symbols *symbols, struct cp_profile *profile,
+		   const struct cp_sampler_options *o, struct cp_sampler **out)
+{
+	struct cp_sampler *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -CP_E_NOMEM;
+	r->target = target;
+	r->unwinder = unwinder;
+	r->symbols = symbols;
+	r->profile = profile;
+	r->options = *o;
+	r->o = &r->options;
+	r->stats = &r->own_stats;
+	r->truncated_loc = UINT32_MAX;
+	r->sig_fd = -1;
+	r->timer_fd = -1;
+	r->stats->duration = o->duration;
+	int rc = -CP_E_NOMEM;
+	size_t depth = o->max_depth ? o->max_depth : 1;
+	r->pcs = malloc(depth * sizeof(*r->pcs));
+	/* One more: a stack cut short ends with "[truncated]".  */
+	r->locs = malloc((depth + 1) * sizeof(*r->locs));
+	if (!r->pcs || !r->locs)
+		goto fail;
+	if (o->wall && !(r->blocked = cp_blocked_new(cp_target_pid(target))))
+		goto fail;
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
-	int sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-	int timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (sig_fd < 0 || timer_fd < 0) {
-		rc = -CP_E_SYS;
-		goto out;
-	}
-	/* Started with the signals above blocked, so they reach only this
-	 * thread.  */
-	rc = cp_resolver_start(symbols, profile, &r.resolver);
+	r->sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	rc = -CP_E_SYS;
+	if (r->sig_fd < 0 || r->timer_fd < 0)
+		goto fail;
+	/* The symbolizer thread must not take the signals a step waits
+	 * for: started with them blocked, it never unblocks them.  */
+	sigset_t block, saved;
+	work_signals(&block);
+	pthread_sigmask(SIG_BLOCK, &block, &saved);
+	rc = cp_resolver_start(symbols, profile, &r->resolver);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 	if (rc < 0)
-		goto out;
+		goto fail;
 
 	/* One periodic timer with absolute deadlines: the kernel keeps the
 	 * schedule (no drift), and the expiration count it returns tells how
 	 * many deadlines passed since we last looked — all but one of those
 	 * are missed ticks, skipped rather than made up in a burst.  */
-	const uint64_t period = 1000000000ull / (o->frequency ? o->frequency : 1);
-	r.period = period;
-	const uint64_t start = now_ns();
-	r.start = start;
-	const uint64_t end =
-		o->duration > 0 ? start + (uint64_t)(o->duration * 1e9) : 0;
-	uint64_t next_progress = start + 250000000ull;
+	r->period = 1000000000ull / (o->frequency ? o->frequency : 1);
+	r->start = now_ns();
+	r->end = o->duration > 0 ? r->start + (uint64_t)(o->duration * 1e9) : 0;
+	r->next_progress = r->start + 250000000ull;
 	struct itimerspec its = {
-		.it_interval = {(time_t)(period / 1000000000u),
-				(long)(period % 1000000000u)},
-		.it_value = {(time_t)((start + period) / 1000000000u),
-			     (long)((start + period) % 1000000000u)},
+		.it_interval = {(time_t)(r->period / 1000000000u),
+				(long)(r->period % 1000000000u)},
+		.it_value = {(time_t)((r->start + r->period) / 1000000000u),
+			     (long)((r->start + r->period) % 1000000000u)},
 	};
-	if (timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+	if (timerfd_settime(r->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
 		rc = -CP_E_SYS;
-		goto out;
+		goto fail;
 	}
-	bool events = true; /* a tracee may have reported something */
+	r->events = true; /* a tracee may have reported something */
+	*out = r;
+	return 0;
+fail:
+	cp_sampler_free(r);
+	return rc;
+}
+
+int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
+		    volatile sig_atomic_t *stop, enum cp_sampler_end *end_out)
+{
+	const struct cp_sampler_options *o = r->o;
+	struct cp_sampler_stats *stats = r->stats;
+	enum cp_sampler_end why = CP_SAMPLER_DEADLINE;
+	int rc = 0;
+	if (r->finished)
+		return -CP_E_INVAL;
+	/* Signals that end the run or announce target events are blocked
+	 * while we work and unblocked only inside ppoll, atomically, so none
+	 * can slip in between a check and the wait.  */
+	sigset_t block, saved, wait_mask;
+	work_signals(&block);
+	pthread_sigmask(SIG_BLOCK, &block, &saved);
+	wait_mask = saved;
+	sigaddset(&wait_mask, SIGCHLD);
+	uint64_t deadline = r->end;
+	if (until_ns && (!deadline || until_ns < deadline))
+		deadline = until_ns;
 	for (;;) {
-		if (o->stop && *o->stop) {
+		if ((stop && *stop) || (o->stop && *o->stop)) {
 			stats->interrupted = true;
+			why = CP_SAMPLER_STOPPED;
 			break;
 		}
-		if (events) {
-			rc = serve(&r, 0);
+		if (r->events) {
+			rc = serve(r, 0);
 			if (rc < 0)
 				break;
-			if (cp_target_take_exec(target)) {
+			if (cp_target_take_exec(r->target)) {
 				/* An epoch change.  The unwinder is ours alone;
 				 * the symbolizer belongs to the resolver's
 				 * thread, which re-reads the modules itself
 				 * once it has finished (or dropped) the
 				 * addresses of the old image: never refresh
 				 * it from here, under its feet.  */
-				cp_unwinder_invalidate(unwinder);
-				cp_resolver_reset(r.resolver);
-				if (r.blocked)
-					cp_blocked_forget_stacks(r.blocked);
+				cp_unwinder_invalidate(r->unwinder);
+				cp_resolver_reset(r->resolver);
+				if (r->blocked)
+					cp_blocked_forget_stacks(r->blocked);
 			}
 		}
-		if (cp_target_exited(target)) {
+		if (cp_target_exited(r->target)) {
 			stats->target_exited = true;
+			why = CP_SAMPLER_EXITED;
 			break;
 		}
 		uint64_t now = now_ns();
-		if (end && now >= end)
+		if (deadline && now >= deadline)
 			break;
-		if (o->progress && now >= next_progress) {
-			fill_live_stats(&r, start);
+		if (o->progress && now >= r->next_progress) {
+			fill_live_stats(r, r->start);
 			o->progress(o->progress_arg, stats);
-			next_progress = now + 250000000ull;
+			r->next_progress = now + 250000000ull;
 		}
 		/* Wait for the next tick, a tracee event, the end, or the next
 		 * progress update; SIGINT/SIGTERM/SIGHUP are unblocked only
 		 * here, atomically.  */
 		uint64_t wake = UINT64_MAX;
-		if (end)
-			wake = end;
-		if (o->progress && next_progress < wake)
-			wake = next_progress;
+		if (deadline)
+			wake = deadline;
+		if (o->progress && r->next_progress < wake)
+			wake = r->next_progress;
 		struct timespec timeout, *timeout_p = NULL;
 		if (wake != UINT64_MAX) {
 			uint64_t rel = wake > now ? wake - now : 0;
@@ -750,70 +785,156 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 			timeout.tv_nsec = (long)(rel % 1000000000u);
 			timeout_p = &timeout;
 		}
-		struct pollfd fds[2] = {{timer_fd, POLLIN, 0}, {sig_fd, POLLIN, 0}};
+		struct pollfd fds[2] = {{r->timer_fd, POLLIN, 0},
+					{r->sig_fd, POLLIN, 0}};
 		int ready = ppoll(fds, 2, timeout_p, &wait_mask);
-		events = false;
+		r->events = false;
 		if (ready <= 0)
 			continue;
 		if (fds[1].revents & POLLIN) {
 			struct signalfd_siginfo info[8];
-			while (read(sig_fd, info, sizeof(info)) > 0)
+			while (read(r->sig_fd, info, sizeof(info)) > 0)
 				;
-			events = true;
+			r->events = true;
 		}
 		uint64_t expirations = 0;
 		if ((fds[0].revents & POLLIN) &&
-		    read(timer_fd, &expirations, sizeof(expirations)) ==
+		    read(r->timer_fd, &expirations, sizeof(expirations)) ==
 			    (ssize_t)sizeof(expirations) &&
 		    expirations > 0) {
 			stats->ticks_scheduled += expirations;
 			stats->ticks_missed += expirations - 1;
-			rc = tick(&r);
+			rc = tick(r);
 			if (rc < 0)
 				break;
 		}
 	}
+	if (rc == 0 && why == CP_SAMPLER_DEADLINE && r->end &&
+	    (!until_ns || r->end <= until_ns))
+		why = CP_SAMPLER_DURATION;
 	/* Threads may have renamed themselves since we first saw them.  */
-	size_t n;
-	struct cp_thread *threads = cp_target_threads(target, &n);
-	for (size_t i = 0; i < n; i++)
-		if (cp_profile_thread_name(profile, threads[i].tid))
-			name_thread(&r, threads[i].tid);
-	fill_live_stats(&r, start);
-out:
-	if (sig_fd >= 0)
-		close(sig_fd);
-	if (timer_fd >= 0)
-		close(timer_fd);
+	if (!cp_target_exited(r->target)) {
+		size_t n;
+		struct cp_thread *threads = cp_target_threads(r->target, &n);
+		for (size_t i = 0; i < n; i++)
+			if (cp_profile_thread_name(r->profile, threads[i].tid))
+				name_thread(r, threads[i].tid);
+	}
+	fill_live_stats(r, r->start);
 	/* Drop a SIGCHLD still pending from the tracees, so restoring the
-	 * mask does not deliver it to a caller that does not expect it.  */
+	 * mask does not deliver it to a caller that does not expect it (the
+	 * next step serves whatever the tracees reported meanwhile).  */
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
 	struct timespec zero = {0, 0};
 	while (sigtimedwait(&chld, NULL, &zero) > 0)
 		;
-	sigprocmask(SIG_SETMASK, &saved, NULL);
-out_free:
+	r->events = true;
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	if (end_out)
+		*end_out = why;
+	return rc;
+}
+
+const struct cp_sampler_stats *cp_sampler_stats(const struct cp_sampler *r)
+{
+	return r->stats;
+}
+
+struct cp_profile *cp_sampler_profile(struct cp_sampler *r)
+{
+	return r->profile;
+}
+
+int cp_sampler_swap(struct cp_sampler *r, struct cp_profile *fresh)
+{
+	/* The stack ids streamed samples and --wall's unchanged threads
+	 * hold are of the old profile.  */
+	if (r->o->on_sample || r->finished)
+		return -CP_E_INVAL;
+	int rc = cp_resolver_rebind(r->resolver, fresh);
+	if (rc < 0)
+		return rc;
+	r->profile = fresh;
+	r->truncated_loc = UINT32_MAX;
+	if (r->blocked)
+		cp_blocked_forget_stacks(r->blocked);
+	return 0;
+}
+
+struct cp_profile *cp_sampler_retired(struct cp_sampler *r, bool wait)
+{
+	return r->resolver ? cp_resolver_retired(r->resolver, wait) : NULL;
+}
+
+struct cp_profile *cp_sampler_finish(struct cp_sampler *r)
+{
+	if (r->finished)
+		return NULL;
+	r->finished = true;
+	if (r->timer_fd >= 0) {
+		close(r->timer_fd);
+		r->timer_fd = -1;
+	}
+	/* A profile still retiring is named with the rest.  */
+	struct cp_profile *retired = cp_sampler_retired(r, true);
+	cp_resolver_finish(r->resolver);
+	r->resolver = NULL;
+	if (r->o->on_sample)
+		flush_stream(r, true);
+	return retired;
+}
+
+void cp_sampler_free(struct cp_sampler *r)
+{
+	if (!r)
+		return;
+	if (!r->finished)
+		cp_profile_free(cp_sampler_finish(r));
+	if (r->sig_fd >= 0)
+		close(r->sig_fd);
+	if (r->timer_fd >= 0)
+		close(r->timer_fd);
+	free(r->stream);
+	free(r->snap_times);
+	for (size_t i = 0; i < r->snaps_cap; i++)
+		free(r->snaps[i].stack);
+	free(r->snaps);
+	for (size_t i = 0; i < r->unstopped_cap; i++)
+		cp_blocked_read_free(&r->unstopped[i].read);
+	free(r->unstopped);
+	cp_blocked_free(r->blocked);
+	free(r->pcs);
+	free(r->locs);
+	free(r->tids);
+	free(r->accts);
+	cp_hashidx_free(&r->acct_index);
+	free(r);
+}
+
+int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
+		   struct cp_symbols *symbols, struct cp_profile *profile,
+		   const struct cp_sampler_options *o,
+		   struct cp_sampler_stats *stats)
+{
+	struct cp_sampler *r = NULL;
+	int rc = cp_sampler_new(target, unwinder, symbols, profile, o, &r);
+	if (rc == 0)
+		rc = cp_sampler_step(r, 0, NULL, NULL);
 	/* Sampling is over: the caller lets the target go now, before we
 	 * wait for names (a debug file or a debuginfod download can take
 	 * long, and a signal that reaches a traced thread meanwhile would
 	 * wait for us).  */
 	if (o->at_end)
 		o->at_end(o->at_end_arg);
-	cp_resolver_finish(r.resolver);
-	if (o->on_sample)
-		flush_stream(&r, true);
-	free(r.stream);
-	free(r.snap_times);
-	for (size_t i = 0; i < r.snaps_cap; i++)
-		free(r.snaps[i].stack);
-	free(r.snaps);
-	for (size_t i = 0; i < r.unstopped_cap; i++)
-		cp_blocked_read_free(&r.unstopped[i].read);
-	free(r.unstopped);
-	cp_blocked_free(r.blocked);
-	free(r.pcs);
-	free(r.locs);
-	free(r.tids);
-	free(r.accts);
-	cp_hashidx_free(&r.acct_index);
+	if (r) {
+		cp_sampler_finish(r);
+		*stats = *r->stats;
+	} else {
+		memset(stats, 0, sizeof(*stats));
+		stats->duration = o->duration;
+	}
+	cp_sampler_free(r);
 	return rc;
 }

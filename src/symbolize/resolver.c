@@ -17,6 +17,10 @@
 struct job {
 	uint64_t address;
 	uint32_t location;
+	uint32_t generation;   /* of the profile LOCATION belongs to */
+	bool guessed;          /* found without unwind tables */
+	bool again;            /* an unknown asked again: not counted as
+				* pending (it was applied once already) */
 	const struct cp_symbol *symbol; /* the answer */
 };
 
@@ -29,6 +33,12 @@ struct cp_resolver {
 	struct cp_symbols *symbols;
 	struct cp_profile *profile;
 	/* sampler side only */
+	uint32_t generation;         /* PROFILE's; bumped by a rebind */
+	size_t pending;              /* PROFILE's addresses not named yet */
+	/* The profile before the last rebind, until its names are in (the
+	 * caller takes it then); NULL when none.  */
+	struct cp_profile *retiring;
+	size_t retiring_pending;
 	struct cp_hashidx index;     /* address -> location */
 	uint64_t *addresses;         /* by location id */
 	size_t addresses_cap;
@@ -89,6 +99,7 @@ static void retry_unknown(struct cp_resolver *res, bool force)
 	size_t kept = 0, named = 0;
 	for (size_t i = 0; i < res->unknown.count; i++) {
 		struct job job = res->unknown.jobs[i];
+		job.again = true;
 		job.symbol = cp_symbols_lookup(res->symbols, job.address);
 		if (cp_symbols_unknown(job.symbol)) {
 			res->unknown.jobs[kept++] = job;
@@ -225,13 +236,17 @@ uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
 		res->addresses_cap = cap;
 	}
 	res->addresses[id] = address;
+	res->pending++;
 	/* Its module is kept while the target lives, before the
 	 * symbolizer thread (which may lag far behind under load) looks:
 	 * a library may be unloaded by then, the target gone.  */
 	if (!res->capture && !cp_symbols_capture_has(res->symbols, pc))
 		res->capture = true;
 	if (!cp_hashidx_insert(&res->index, hash, id) ||
-	    !push(&res->outbox, (struct job){pc, id, NULL}))
+	    !push(&res->outbox,
+		  (struct job){.address = pc, .location = id,
+			       .generation = res->generation,
+			       .guessed = pc != address}))
 		return UINT32_MAX;
 	return id;
 }
@@ -240,7 +255,20 @@ uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
 static void apply(struct cp_resolver *res, const struct job *job)
 {
 	const struct cp_symbol *sym = job->symbol;
-	struct cp_profile *p = res->profile;
+	struct cp_profile *p;
+	/* A profile taken by the caller is no longer ours to change (an
+	 * unknown address of it named late is dropped).  */
+	if (job->generation == res->generation) {
+		p = res->profile;
+		if (!job->again && res->pending)
+			res->pending--;
+	} else if (res->retiring && job->generation + 1 == res->generation) {
+		p = res->retiring;
+		if (!job->again && res->retiring_pending)
+			res->retiring_pending--;
+	} else {
+		return;
+	}
 	struct cp_line lines[32];
 	size_t n = sym->nframes < 32 ? sym->nframes : 32;
 	for (size_t i = 0; i < n; i++) {
@@ -255,7 +283,7 @@ static void apply(struct cp_resolver *res, const struct job *job)
 	}
 	/* A caller the unwinder found without unwind tables: its function
 	 * says so, in every output ("main_[fp]", cprof-attach(1)).  */
-	if (n > 0 && (res->addresses[job->location] & CP_UNWIND_GUESSED)) {
+	if (n > 0 && job->guessed) {
 		char marked[1024];
 		int len = snprintf(marked, sizeof(marked), "%s_[fp]",
 				   sym->frames[n - 1].function);
@@ -324,8 +352,37 @@ void cp_resolver_reset(struct cp_resolver *res)
 {
 	/* Addresses asked before the exec are resolved (or not) with the
 	 * old image; the refresh job is queued after them.  */
-	push(&res->outbox, (struct job){0, UINT32_MAX, NULL});
+	push(&res->outbox, (struct job){.location = UINT32_MAX});
 	cp_hashidx_free(&res->index);
+}
+
+int cp_resolver_rebind(struct cp_resolver *res, struct cp_profile *profile)
+{
+	if (res->retiring)
+		return -CP_E_BUSY;
+	res->retiring = res->profile;
+	res->retiring_pending = res->pending;
+	res->profile = profile;
+	res->pending = 0;
+	res->generation++;
+	/* Locations are per profile: every address is new to this one.  */
+	cp_hashidx_free(&res->index);
+	return 0;
+}
+
+struct cp_profile *cp_resolver_retired(struct cp_resolver *res, bool wait)
+{
+	if (!res->retiring)
+		return NULL;
+	if (wait && res->retiring_pending)
+		collect(res, true);
+	else
+		collect(res, false);
+	if (res->retiring_pending)
+		return NULL;
+	struct cp_profile *done = res->retiring;
+	res->retiring = NULL;
+	return done;
 }
 
 void cp_resolver_finish(struct cp_resolver *res)

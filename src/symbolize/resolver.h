@@ -9,6 +9,7 @@
 #ifndef CPROF_RESOLVER_H
 #define CPROF_RESOLVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cprof/profile.h"
@@ -31,6 +32,19 @@ void cp_resolver_collect(struct cp_resolver *res);
 
 /* The target exec'ed: every address means something new from now on.  */
 void cp_resolver_reset(struct cp_resolver *res);
+
+/* From now on, new addresses get their locations in PROFILE (a window
+ * boundary of continuous sampling): the profile filled so far is
+ * retiring, its addresses still being named, until
+ * cp_resolver_retired() hands it back.  Returns 0, or -CP_E_BUSY while
+ * an earlier one is still retiring.  */
+int cp_resolver_rebind(struct cp_resolver *res, struct cp_profile *profile);
+
+/* The retiring profile once every address queued for it is named (the
+ * caller owns it then), else NULL.  With WAIT, wait for the symbolizer
+ * to finish it first (it may read debug information: slow).  NULL as
+ * well when nothing retires.  */
+struct cp_profile *cp_resolver_retired(struct cp_resolver *res, bool wait);
 
 /* Wait until every queued address is resolved, apply the results, stop
  * the thread and free RES.  NULL is fine.  */
