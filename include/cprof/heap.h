@@ -146,6 +146,20 @@ size_t cp_heap_breakpoints(const struct cp_heap *heap, const char **module);
  * execs.  Returns 0 or a -CP_E_* code for a failure of ours.  */
 int cp_heap_run(struct cp_heap *heap);
 
+/* Why a run returned.  */
+enum cp_heap_end {
+	CP_HEAP_DEADLINE, /* UNTIL_NS came, or the duration ended */
+	CP_HEAP_STOPPED,  /* a stop flag was set */
+	CP_HEAP_EXITED,   /* the target exited */
+	CP_HEAP_EXEC,     /* the target called execve */
+};
+
+/* cp_heap_run, returning also when UNTIL_NS (CLOCK_MONOTONIC ns; 0:
+ * none) comes or *STOP (may be NULL) is set; *END (may be NULL) says
+ * why.  Called again, it goes on tracing (a session's steps).  */
+int cp_heap_run_until(struct cp_heap *heap, uint64_t until_ns,
+		      volatile sig_atomic_t *stop, enum cp_heap_end *end);
+
 /* Hold every thread, rewind the ones that just trapped, put back every
  * byte written and check it by reading it back.  The caller then
  * detaches the target.  Returns 0, or -CP_E_SYS when a byte could not

@@ -1387,6 +1387,13 @@ size_t cp_heap_breakpoints(const struct cp_heap *h, const char **module)
 
 int cp_heap_run(struct cp_heap *h)
 {
+	return cp_heap_run_until(h, 0, NULL, NULL);
+}
+
+int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
+		      volatile sig_atomic_t *stop, enum cp_heap_end *end)
+{
+	enum cp_heap_end why = CP_HEAP_DEADLINE;
 	/* A timer signal to the tracing thread wakes the blocking wait
 	 * every 100 ms (the duration, *stop).  */
 	struct sigaction sa, old_sa;
@@ -1408,10 +1415,13 @@ int cp_heap_run(struct cp_heap *h)
 	uint64_t deadline = h->o.duration > 0
 				    ? h->t0_ns + (uint64_t)(h->o.duration * 1e9)
 				    : 0;
+	if (until_ns && (!deadline || until_ns < deadline))
+		deadline = until_ns;
 	int rc = 0;
 	while (h->phase == TRACING) {
-		if (h->o.stop && *h->o.stop) {
+		if ((h->o.stop && *h->o.stop) || (stop && *stop)) {
 			h->s.interrupted = true;
+			why = CP_HEAP_STOPPED;
 			break;
 		}
 		uint64_t now = now_ns();
@@ -1433,6 +1443,12 @@ int cp_heap_run(struct cp_heap *h)
 		timer_delete(timer);
 	sigaction(SIGALRM, &old_sa, NULL);
 	h->s.target_exited = cp_target_exited(h->target);
+	if (h->s.target_exec)
+		why = CP_HEAP_EXEC;
+	else if (h->s.target_exited)
+		why = CP_HEAP_EXITED;
+	if (end)
+		*end = why;
 	return rc;
 }
 
