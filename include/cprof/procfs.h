@@ -137,6 +137,11 @@ pid_t cp_procfs_tgid(pid_t tid);
 /* The comm (short name) of PID/TID into BUF; "" when unavailable.  */
 void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size);
 
+/* The command line of PID into BUF, arguments joined by spaces; its comm
+ * when that is unreadable (a kernel thread, a zombie); "" when neither
+ * is.  */
+void cp_procfs_cmdline(pid_t pid, char *buf, size_t size);
+
 /* The value of entry TYPE (AT_ENTRY, AT_PHDR, AT_BASE...) of process
  * PID's auxiliary vector, /proc/PID/auxv; 0 when absent or unreadable. */
 uint64_t cp_procfs_auxv(pid_t pid, uint64_t type);

@@ -45,6 +45,10 @@ struct cp_session_config {
 	bool no_demangle;       /* keep mangled names */
 	bool no_dwarf;          /* symbol tables only: no inlined frames,
 				 * no source positions */
+	/* Follow fork children from the attach or launch on (heap tracing
+	 * of a launched command, which starts before the command runs);
+	 * otherwise only while heap tracing is on.  */
+	bool follow_forks;
 	/* How a stopped thread is unwound, chosen once for the session.  */
 	enum cp_unwind_mode unwind_mode;
 	int verbose;

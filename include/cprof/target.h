@@ -88,6 +88,13 @@ struct cp_target_hooks {
 	void *arg;
 };
 
+/* Follow fork and vfork children from now on (ON), or no longer: the
+ * CP_TARGET_FOLLOW_FORKS of cp_target_attach switched on an attached
+ * target (heap tracing switched on and off in one session).  Every thread
+ * is held for a moment to change its ptrace options.  Returns 0 or
+ * -CP_E_GONE.  */
+int cp_target_set_follow_forks(struct cp_target *target, bool on);
+
 /* Seize the threads of PID.  TIDS/NTIDS, when NTIDS > 0, limits the
  * threads seized to those (each must belong to PID).  The target is not
  * stopped.  Returns 0 and a new target in *OUT, or a -CP_E_* code:

@@ -41,6 +41,7 @@ struct cp_target {
 	bool detaching;          /* cp_target_detach is in progress */
 	bool exec_seen;
 	bool follow_forks;
+	bool forks_followed;  /* FOLLOW_FORKS was on at some time */
 	bool holding;            /* cp_target_hold_all: keep every thread */
 	struct cp_target_hooks hooks;
 	/* Fork children we know of and have not let go yet: reported by
@@ -387,7 +388,9 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 	if (!WIFSTOPPED(status))
 		return EV_HANDLED;
 	if (!th) {
-		if (t->follow_forks) {
+		/* (Also once forks are no longer followed: a child
+		 * auto-attached before the options changed.)  */
+		if (t->follow_forks || t->forks_followed) {
 			pid_t tgid = cp_procfs_tgid(tid);
 			if (tgid > 0 && tgid != t->pid) {
 				fork_child_stop(t, tid);
@@ -658,6 +661,7 @@ int cp_target_attach(pid_t pid, const pid_t *tids, size_t ntids,
 	t->exit_status = -1;
 	t->follow_clones = ntids == 0 && (flags & CP_TARGET_FOLLOW_CLONES);
 	t->follow_forks = flags & CP_TARGET_FOLLOW_FORKS;
+	t->forks_followed = t->follow_forks;
 
 	pid_t *present = NULL;
 	size_t npresent = 0;
@@ -799,6 +803,7 @@ int cp_target_launch(char *const argv[], unsigned flags,
 	t->exit_status = -1;
 	t->follow_clones = flags & CP_TARGET_FOLLOW_CLONES;
 	t->follow_forks = flags & CP_TARGET_FOLLOW_FORKS;
+	t->forks_followed = t->follow_forks;
 	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)ptrace_options(t)) < 0 ||
 	    !add_thread(t, pid, true)) {
 		rc = -CP_E_SYS;
@@ -1353,6 +1358,23 @@ int cp_target_wait_event(struct cp_target *t)
 	if (dispatch(t, tid, status) == EV_OURS)
 		resume(find_thread(t, tid));
 	return 1 + cp_target_poll(t);
+}
+
+int cp_target_set_follow_forks(struct cp_target *t, bool on)
+{
+	if (t->follow_forks == on)
+		return 0;
+	t->follow_forks = on;
+	t->forks_followed |= on;
+	/* PTRACE_SETOPTIONS needs the thread in a ptrace-stop.  Threads
+	 * born later inherit the options of the thread that cloned them.  */
+	int rc = cp_target_hold_all(t);
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].stopped)
+			ptrace(PTRACE_SETOPTIONS, t->threads[i].tid, 0,
+			       (void *)ptrace_options(t));
+	cp_target_release_all(t);
+	return rc;
 }
 
 int cp_target_hold_all(struct cp_target *t)

@@ -534,6 +534,25 @@ void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size)
 	free(text);
 }
 
+void cp_procfs_cmdline(pid_t pid, char *buf, size_t size)
+{
+	char path[64], *text;
+	size_t len;
+	if (size == 0)
+		return;
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	if (cp_procfs_slurp(path, &text, &len) == 0) {
+		for (size_t i = 0; i + 1 < len; i++)
+			if (text[i] == '\0')
+				text[i] = ' ';
+		snprintf(buf, size, "%s", text);
+		free(text);
+	}
+	if (!buf[0])
+		cp_procfs_comm(pid, 0, buf, size);
+}
+
 uint64_t cp_procfs_auxv(pid_t pid, uint64_t type)
 {
 	char path[64];

@@ -1,0 +1,486 @@
+/* The session: one attachment, driven step by step (cprof/session.h).
+ *
+ * The session holds the parts of the pipeline that live as long as the
+ * attachment — the target, the unwinder and the symbolizer (the target's
+ * address space as they see it) — and the capture engine of the moment:
+ * a sampler, or heap tracing, never both.  The symbolizer is used by one
+ * thread at a time: a sampler's or a heap trace's symbolizer thread while
+ * it runs, the caller's thread for a dump; the session finishes one user
+ * before it hands the symbolizer to the next.  */
+#include "cprof/session.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cprof/error.h"
+#include "cprof/procfs.h"
+#include "cprof/symbols.h"
+#include "cprof/target.h"
+#include "cprof/unwinder.h"
+
+struct cp_session {
+	struct cp_session_config config;
+	struct cp_target *target;
+	pid_t pid;
+	struct cp_unwinder *unwinder;
+	struct cp_symbols *symbols;
+	int exit_status;              /* of a launched command, -1 unknown */
+	/* sampling */
+	struct cp_sampler *sampler;   /* while sampling is on */
+	struct cp_sampler_options sample_options;
+	struct cp_profile *profile;   /* the windows since the last take */
+	struct cp_sampler_stats stats;/* of the current or last run */
+	uint64_t window_start_ns;     /* CLOCK_MONOTONIC, of PROFILE */
+	uint64_t sampled_ns;          /* PROFILE's time sampled, finished runs */
+	uint64_t run_start_ns;        /* of the current sampler */
+	/* heap */
+	struct cp_heap *heap;         /* the last heap trace */
+	struct cp_profile *heap_profile;
+	struct cp_heap_options heap_options;
+	bool heap_on;                 /* breakpoints in */
+	bool heap_resolved;           /* its symbolizer thread is done */
+};
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int cp_session_new(const struct cp_session_config *config,
+		   struct cp_session **out)
+{
+	struct cp_session *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -CP_E_NOMEM;
+	if (config)
+		s->config = *config;
+	s->exit_status = -1;
+	*out = s;
+	return 0;
+}
+
+/* The unwinder and the symbolizer of the attached target.  */
+static int set_up(struct cp_session *s)
+{
+	s->pid = cp_target_pid(s->target);
+	if (s->config.cancel)
+		cp_target_set_cancel(s->target, s->config.cancel);
+	int rc = cp_unwinder_new(s->pid, &s->unwinder);
+	if (rc < 0)
+		return rc;
+	struct cp_symbols_options so = {
+		.debuginfo_dirs = s->config.debuginfo_dirs,
+		.n_debuginfo_dirs = s->config.n_debuginfo_dirs,
+		.no_demangle = s->config.no_demangle,
+		.no_dwarf = s->config.no_dwarf,
+		.verbose = s->config.verbose,
+		.warn = s->config.warn,
+		.warn_arg = s->config.warn_arg,
+	};
+	return cp_symbols_new(s->pid, &so, &s->symbols);
+}
+
+static void tear_down(struct cp_session *s)
+{
+	cp_symbols_free(s->symbols);
+	cp_unwinder_free(s->unwinder);
+	s->symbols = NULL;
+	s->unwinder = NULL;
+}
+
+int cp_session_attach(struct cp_session *s, pid_t pid, const pid_t *tids,
+		      size_t ntids, bool dump_only, pid_t *tracer)
+{
+	if (s->target)
+		return -CP_E_BUSY;
+	tear_down(s);
+	pid_t other = 0;
+	int rc = cp_target_attach(pid, tids, ntids,
+				  dump_only ? 0
+					    : CP_TARGET_FOLLOW_CLONES |
+						      (s->config.follow_forks
+							       ? CP_TARGET_FOLLOW_FORKS
+							       : 0),
+				  &s->target, &other);
+	if (tracer)
+		*tracer = other;
+	if (rc < 0)
+		return rc;
+	rc = set_up(s);
+	if (rc < 0)
+		cp_session_detach(s);
+	return rc;
+}
+
+int cp_session_launch(struct cp_session *s, char *const argv[])
+{
+	if (s->target)
+		return -CP_E_BUSY;
+	tear_down(s);
+	int rc = cp_target_launch(argv,
+				  CP_TARGET_FOLLOW_CLONES |
+					  (s->config.follow_forks
+						   ? CP_TARGET_FOLLOW_FORKS
+						   : 0),
+				  &s->target);
+	if (rc < 0)
+		return rc;
+	rc = set_up(s);
+	if (rc < 0)
+		cp_session_detach(s);
+	return rc;
+}
+
+bool cp_session_attached(const struct cp_session *s)
+{
+	return s->target != NULL;
+}
+
+pid_t cp_session_pid(const struct cp_session *s)
+{
+	return s->target ? s->pid : 0;
+}
+
+bool cp_session_target_exited(const struct cp_session *s)
+{
+	return !s->target || cp_target_exited(s->target);
+}
+
+struct cp_target *cp_session_target(struct cp_session *s)
+{
+	return s->target;
+}
+
+/* ------------------------------------------------------------ sampling */
+
+/* Describe PROFILE: the target, the sampling rate, when it began.  */
+static void describe(struct cp_session *s, struct cp_profile *profile)
+{
+	struct cp_profile_meta *meta = cp_profile_meta(profile);
+	meta->pid = s->pid;
+	meta->frequency = s->sample_options.frequency;
+	if (!meta->target[0] && s->target)
+		cp_procfs_cmdline(s->pid, meta->target, sizeof(meta->target));
+	if (!meta->time_nanos)
+		meta->time_nanos = realtime_ns();
+}
+
+/* The heap trace's symbolizer thread ends here: the symbolizer is
+ * someone else's next.  */
+static void heap_settle(struct cp_session *s)
+{
+	if (s->heap && !s->heap_resolved) {
+		cp_heap_resolve(s->heap);
+		s->heap_resolved = true;
+	}
+}
+
+int cp_session_sample_start(struct cp_session *s,
+			    const struct cp_sampler_options *options)
+{
+	if (s->sampler || s->heap_on)
+		return -CP_E_BUSY;
+	if (!s->target || cp_target_exited(s->target))
+		return -CP_E_GONE;
+	heap_settle(s);
+	if (!s->profile) {
+		s->profile = cp_profile_new();
+		if (!s->profile)
+			return -CP_E_NOMEM;
+		s->sampled_ns = 0;
+		s->window_start_ns = monotonic_ns();
+	}
+	s->sample_options = *options;
+	s->sample_options.duration = 0;
+	s->sample_options.stop = NULL;
+	s->sample_options.at_end = NULL;
+	s->sample_options.unwind_mode = s->config.unwind_mode;
+	describe(s, s->profile);
+	int rc = cp_sampler_new(s->target, s->unwinder, s->symbols, s->profile,
+				&s->sample_options, &s->sampler);
+	if (rc < 0)
+		return rc;
+	s->run_start_ns = monotonic_ns();
+	memset(&s->stats, 0, sizeof(s->stats));
+	return 0;
+}
+
+int cp_session_sample_run(struct cp_session *s, uint64_t until_ns,
+			  volatile sig_atomic_t *stop,
+			  enum cp_session_end *end)
+{
+	if (!s->sampler)
+		return -CP_E_INVAL;
+	enum cp_sampler_end why = CP_SAMPLER_DEADLINE;
+	int rc = cp_sampler_step(s->sampler, until_ns, stop, &why);
+	s->stats = *cp_sampler_stats(s->sampler);
+	if (end)
+		*end = why == CP_SAMPLER_STOPPED ? CP_SESSION_STOPPED
+		       : why == CP_SAMPLER_EXITED ? CP_SESSION_EXITED
+						  : CP_SESSION_DEADLINE;
+	return rc;
+}
+
+/* PROFILE's time sampled until NOW.  */
+static void close_window(struct cp_session *s, struct cp_profile *profile,
+			 uint64_t now)
+{
+	uint64_t ran = s->sampler ? now - s->run_start_ns : 0;
+	cp_profile_meta(profile)->duration_nanos = s->sampled_ns + ran;
+}
+
+struct cp_profile *cp_session_take_profile(struct cp_session *s)
+{
+	struct cp_profile *fresh = cp_profile_new();
+	if (!fresh)
+		return NULL;
+	uint64_t now = monotonic_ns();
+	if (!s->profile) {
+		/* Nothing sampled since the last take: an empty window.  */
+		describe(s, fresh);
+		return fresh;
+	}
+	struct cp_profile *old = s->profile;
+	close_window(s, old, now);
+	if (!s->sampler) {
+		s->profile = NULL;
+		cp_profile_free(fresh);
+		return old;
+	}
+	if (cp_sampler_swap(s->sampler, fresh) < 0) {
+		/* Streamed samples name stacks of one profile: the window
+		 * ends with a finished sampler instead (a tick may be
+		 * missed while the names come in).  */
+		cp_profile_free(fresh);
+		return NULL;
+	}
+	s->profile = fresh;
+	s->sampled_ns = 0;
+	s->run_start_ns = now;
+	s->window_start_ns = now;
+	describe(s, fresh);
+	/* The old profile's frames are named by the symbolizer thread; the
+	 * ticks go on meanwhile, each step short.  */
+	struct cp_profile *done;
+	while (!(done = cp_sampler_retired(s->sampler, false))) {
+		if (cp_target_exited(s->target) ||
+		    (s->config.cancel && *s->config.cancel)) {
+			done = cp_sampler_retired(s->sampler, true);
+			break;
+		}
+		uint64_t period = 1000000000ull /
+				  (s->sample_options.frequency
+					   ? s->sample_options.frequency
+					   : 1);
+		cp_sampler_step(s->sampler, monotonic_ns() + period, NULL,
+				NULL);
+	}
+	s->stats = *cp_sampler_stats(s->sampler);
+	return done;
+}
+
+int cp_session_sample_stop(struct cp_session *s)
+{
+	if (!s->sampler)
+		return 0;
+	uint64_t now = monotonic_ns();
+	s->stats = *cp_sampler_stats(s->sampler);
+	close_window(s, s->profile, now);
+	s->sampled_ns += now - s->run_start_ns;
+	cp_profile_free(cp_sampler_finish(s->sampler));
+	cp_sampler_free(s->sampler);
+	s->sampler = NULL;
+	return 0;
+}
+
+const struct cp_sampler_stats *cp_session_sample_stats(
+	const struct cp_session *s)
+{
+	return &s->stats;
+}
+
+struct cp_profile *cp_session_profile(struct cp_session *s)
+{
+	return s->profile;
+}
+
+int cp_session_reset(struct cp_session *s)
+{
+	struct cp_profile *fresh = cp_profile_new();
+	if (!fresh)
+		return -CP_E_NOMEM;
+	if (s->sampler) {
+		struct cp_profile *old = s->profile;
+		if (cp_sampler_swap(s->sampler, fresh) < 0) {
+			cp_profile_free(fresh);
+			return -CP_E_BUSY;
+		}
+		s->profile = fresh;
+		describe(s, fresh);
+		s->run_start_ns = monotonic_ns();
+		s->sampled_ns = 0;
+		/* Its names are of no interest: dropped once in.  */
+		struct cp_profile *done = cp_sampler_retired(s->sampler, true);
+		cp_profile_free(done ? done : NULL);
+		(void)old;
+		return 0;
+	}
+	cp_profile_free(s->profile);
+	cp_profile_free(fresh);
+	s->profile = NULL;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- dump */
+
+int cp_session_dump(struct cp_session *s, size_t max_depth,
+		    struct cp_dump **out)
+{
+	if (s->sampler || s->heap_on)
+		return -CP_E_BUSY;
+	if (!s->target || cp_target_exited(s->target))
+		return -CP_E_GONE;
+	heap_settle(s);
+	return cp_dump_collect(s->target, s->unwinder, s->symbols, max_depth,
+			       out);
+}
+
+/* ---------------------------------------------------------------- heap */
+
+int cp_session_heap_start(struct cp_session *s,
+			  const struct cp_heap_options *options)
+{
+	if (s->sampler || s->heap_on)
+		return -CP_E_BUSY;
+	if (!s->target || cp_target_exited(s->target))
+		return -CP_E_GONE;
+	heap_settle(s);
+	cp_heap_free(s->heap);
+	s->heap = NULL;
+	cp_profile_free(s->heap_profile);
+	s->heap_profile = cp_profile_new();
+	if (!s->heap_profile)
+		return -CP_E_NOMEM;
+	struct cp_profile_meta *meta = cp_profile_meta(s->heap_profile);
+	meta->pid = s->pid;
+	meta->time_nanos = realtime_ns();
+	/* The children of a fork must lose our breakpoints before they
+	 * run.  */
+	int rc = cp_target_set_follow_forks(s->target, true);
+	s->heap_options = *options;
+	s->heap_options.duration = 0;
+	s->heap_options.stop = s->config.cancel;
+	if (rc == 0)
+		rc = cp_heap_start(s->target, s->unwinder, s->symbols,
+				   s->heap_profile, &s->heap_options, &s->heap);
+	cp_procfs_cmdline(s->pid, meta->target, sizeof(meta->target));
+	if (rc < 0) {
+		if (!cp_target_exited(s->target) && !s->config.follow_forks)
+			cp_target_set_follow_forks(s->target, false);
+		s->heap = NULL;
+		return rc;
+	}
+	s->heap_on = true;
+	s->heap_resolved = false;
+	return 0;
+}
+
+int cp_session_heap_run(struct cp_session *s, uint64_t until_ns,
+			volatile sig_atomic_t *stop, enum cp_session_end *end)
+{
+	if (!s->heap_on)
+		return -CP_E_INVAL;
+	enum cp_heap_end why = CP_HEAP_DEADLINE;
+	int rc = cp_heap_run_until(s->heap, until_ns, stop, &why);
+	if (end)
+		*end = why == CP_HEAP_STOPPED ? CP_SESSION_STOPPED
+		       : why == CP_HEAP_EXITED ? CP_SESSION_EXITED
+		       : why == CP_HEAP_EXEC   ? CP_SESSION_EXEC
+					       : CP_SESSION_DEADLINE;
+	return rc;
+}
+
+int cp_session_heap_stop(struct cp_session *s)
+{
+	if (!s->heap_on)
+		return 0;
+	s->heap_on = false;
+	int rc = cp_heap_finish(s->heap);
+	if (s->target && !cp_target_exited(s->target) &&
+	    !s->config.follow_forks)
+		cp_target_set_follow_forks(s->target, false);
+	const struct cp_heap_summary *sum = cp_heap_summary(s->heap);
+	cp_profile_meta(s->heap_profile)->duration_nanos =
+		(uint64_t)(sum->duration * 1e9);
+	return rc;
+}
+
+void cp_session_heap_resolve(struct cp_session *s)
+{
+	if (!s->heap_on)
+		heap_settle(s);
+}
+
+struct cp_heap *cp_session_heap(struct cp_session *s)
+{
+	return s->heap;
+}
+
+struct cp_profile *cp_session_heap_profile(struct cp_session *s)
+{
+	return s->heap_profile;
+}
+
+/* -------------------------------------------------------------- detach */
+
+int cp_session_detach(struct cp_session *s)
+{
+	if (!s->target)
+		return -1;
+	/* Stop the ticks (names come later), restore every byte.  */
+	if (s->sampler) {
+		uint64_t now = monotonic_ns();
+		s->stats = *cp_sampler_stats(s->sampler);
+		close_window(s, s->profile, now);
+		s->sampled_ns += now - s->run_start_ns;
+	}
+	if (s->heap_on) {
+		s->heap_on = false;
+		cp_heap_finish(s->heap);
+	}
+	int status = cp_target_detach_status(s->target);
+	s->target = NULL;
+	/* The target runs free: now the slow part, the names.  */
+	if (s->sampler) {
+		cp_profile_free(cp_sampler_finish(s->sampler));
+		cp_sampler_free(s->sampler);
+		s->sampler = NULL;
+	}
+	if (status != -1)
+		s->exit_status = status;
+	return status;
+}
+
+void cp_session_free(struct cp_session *s)
+{
+	if (!s)
+		return;
+	cp_session_detach(s);
+	heap_settle(s);
+	cp_heap_free(s->heap);
+	cp_profile_free(s->heap_profile);
+	cp_profile_free(s->profile);
+	tear_down(s);
+	free(s);
+}
