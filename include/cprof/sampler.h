@@ -9,16 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cprof/capture.h"
 #include "cprof/profile.h"
 #include "cprof/symbols.h"
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
-
-/* How a stopped thread is unwound.  */
-enum cp_unwind_mode {
-	CP_UNWIND_SNAPSHOT, /* copy regs + stack, resume, unwind the copy */
-	CP_UNWIND_PTRACE,   /* unwind through libunwind-ptrace while stopped */
-};
 
 struct cp_sampler_stats;
 

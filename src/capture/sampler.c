@@ -16,6 +16,7 @@
 #include "cprof/procfs.h"
 #include "util/hashidx.h"
 #include "symbolize/resolver.h"
+#include "arch/x86_64/regs.h"
 #include "arch/x86_64/waits.h"
 
 /* How long a tick polls for the stops it asked for before going back to
@@ -102,7 +103,8 @@ struct cp_sampler {
 	uint64_t next_progress;
 	bool events;                 /* a tracee may have reported */
 	bool finished;               /* cp_sampler_finish was called */
-	struct cp_snapshot *snaps;   /* stops served, not yet unwound */
+	struct cp_capture *capture;  /* stop -> copy -> resume -> unwind */
+	struct cp_capture_slot *snaps; /* stops served, not yet unwound */
 	size_t nsnaps, snaps_cap;
 	int error;                   /* from on_stop */
 	uint64_t *snap_times;        /* when each snapshot was taken */
@@ -277,13 +279,13 @@ static void name_thread(struct cp_sampler *r, pid_t tid)
 		cp_profile_set_thread_name(r->profile, tid, name);
 }
 
-/* Unwind a snapshot taken this tick and add it to the profile.  */
-static int unwind_and_record(struct cp_sampler *r, const struct cp_snapshot *snap,
-			     uint64_t t_ns)
+/* Unwind a capture taken this tick and add it to the profile.  */
+static int unwind_and_record(struct cp_sampler *r,
+			     const struct cp_capture_slot *slot, uint64_t t_ns)
 {
-	cp_target_learn_stack(r->target, snap->tid, snap->regs.rsp);
-	size_t npcs = cp_unwinder_unwind(r->unwinder, snap, r->pcs,
-					 r->o->max_depth);
+	const struct cp_snapshot *snap = &slot->snap;
+	size_t npcs = cp_capture_unwind(r->capture, slot, r->pcs,
+					r->o->max_depth);
 	if (npcs == 0) {
 		r->stats->unwind_errors++;
 		return 0;
@@ -299,7 +301,8 @@ static int unwind_and_record(struct cp_sampler *r, const struct cp_snapshot *sna
 	 * taken as the baseline of this stack once the thread is back where
 	 * the stop found it.  */
 	if (rc == 0 && bt)
-		cp_blocked_stopped(bt, stack, snap->regs.rsp, snap->regs.rip);
+		cp_blocked_stopped(bt, stack, cp_regs_sp(&snap->regs),
+				   cp_regs_pc(&snap->regs));
 	return rc;
 }
 
@@ -328,29 +331,10 @@ static void on_stop(void *arg, pid_t tid)
 	struct cp_thread *th = cp_target_thread(r->target, tid);
 	if (th && th->interrupt_ns && held > th->interrupt_ns)
 		cp_hist_add(&r->stats->stop_latency, held - th->interrupt_ns);
-	if (r->o->unwind_mode == CP_UNWIND_PTRACE) {
-		/* The comparison method: unwind through ptrace while held.  */
-		struct user_regs_struct regs;
-		if (cp_target_get_regs(r->target, tid, &regs) == 0)
-			undo_our_eintr(r, tid, &regs);
-		size_t npcs = cp_unwinder_unwind_ptrace(r->unwinder, tid, r->pcs,
-							r->o->max_depth);
-		cp_target_resume(r->target, tid);
-		cp_hist_add(&r->stats->stopped, now_ns() - held);
-		if (npcs == 0) {
-			r->stats->unwind_errors++;
-			return;
-		}
-		if (!cp_profile_thread_name(r->profile, tid))
-			name_thread(r, tid);
-		if (record(r, tid, held - r->start, npcs, UINT32_MAX, NULL) <
-		    0)
-			r->error = -CP_E_NOMEM;
-		return;
-	}
 	if (r->nsnaps == r->snaps_cap) {
 		size_t cap = r->snaps_cap ? r->snaps_cap * 2 : 8;
-		struct cp_snapshot *grown = realloc(r->snaps, cap * sizeof(*grown));
+		struct cp_capture_slot *grown =
+			realloc(r->snaps, cap * sizeof(*grown));
 		uint64_t *times = grown ? realloc(r->snap_times,
 						  cap * sizeof(*times))
 					: NULL;
@@ -369,9 +353,9 @@ static void on_stop(void *arg, pid_t tid)
 		r->snaps_cap = cap;
 	}
 	r->snap_times[r->nsnaps] = held - r->start;
-	int rc = cp_target_snapshot(r->target, tid, &r->snaps[r->nsnaps]);
+	int rc = cp_capture_take(r->capture, tid, &r->snaps[r->nsnaps]);
 	if (rc == 0)
-		undo_our_eintr(r, tid, &r->snaps[r->nsnaps].regs);
+		undo_our_eintr(r, tid, &r->snaps[r->nsnaps].snap.regs);
 	cp_target_resume(r->target, tid);
 	cp_hist_add(&r->stats->stopped, now_ns() - held);
 	if (rc == 0)
@@ -498,7 +482,7 @@ static int unwind_unstopped(struct cp_sampler *r, struct unstopped *u)
 {
 	struct cp_blocked_read *read = &u->read;
 	pid_t tid = read->snap.tid;
-	cp_target_learn_stack(r->target, tid, read->snap.regs.rsp);
+	cp_target_learn_stack(r->target, tid, cp_regs_sp(&read->snap.regs));
 	struct cp_unwind_partial partial = {.known = read->known};
 	size_t npcs = cp_unwinder_unwind_partial(r->unwinder, &read->snap,
 						 &partial, r->pcs,
@@ -666,7 +650,9 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	r->pcs = malloc(depth * sizeof(*r->pcs));
 	/* One more: a stack cut short ends with "[truncated]".  */
 	r->locs = malloc((depth + 1) * sizeof(*r->locs));
-	if (!r->pcs || !r->locs)
+	if (!r->pcs || !r->locs ||
+	    cp_capture_new(target, unwinder, o->unwind_mode, depth,
+			   &r->capture) < 0)
 		goto fail;
 	if (o->wall && !(r->blocked = cp_blocked_new(cp_target_pid(target))))
 		goto fail;
@@ -899,8 +885,9 @@ void cp_sampler_free(struct cp_sampler *r)
 	free(r->stream);
 	free(r->snap_times);
 	for (size_t i = 0; i < r->snaps_cap; i++)
-		free(r->snaps[i].stack);
+		cp_capture_slot_free(&r->snaps[i]);
 	free(r->snaps);
+	cp_capture_free(r->capture);
 	for (size_t i = 0; i < r->unstopped_cap; i++)
 		cp_blocked_read_free(&r->unstopped[i].read);
 	free(r->unstopped);
