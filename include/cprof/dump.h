@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "cprof/capture.h"
 #include "cprof/symbols.h"
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
@@ -39,6 +40,12 @@ struct cp_dump {
  * let them go, and unwind and symbolize the copies into a new dump.  Does
  * not detach.  Returns 0 or a -CP_E_* code.  Free with cp_dump_free().  */
 int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
+		    struct cp_symbols *symbols, size_t max_depth,
+		    struct cp_dump **out);
+
+/* The same through CAPTURE (a session's capture engine: its unwinding
+ * method); cp_dump_collect uses a snapshot capture of its own.  */
+int cp_dump_capture(struct cp_target *target, struct cp_capture *capture,
 		    struct cp_symbols *symbols, size_t max_depth,
 		    struct cp_dump **out);
 

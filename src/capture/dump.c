@@ -56,12 +56,25 @@ int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
 		    struct cp_symbols *symbols, size_t max_depth,
 		    struct cp_dump **out)
 {
+	struct cp_capture *capture = NULL;
+	int rc = cp_capture_new(target, unwinder, CP_UNWIND_SNAPSHOT,
+				max_depth, &capture);
+	if (rc == 0)
+		rc = cp_dump_capture(target, capture, symbols, max_depth, out);
+	cp_capture_free(capture);
+	return rc;
+}
+
+int cp_dump_capture(struct cp_target *target, struct cp_capture *capture,
+		    struct cp_symbols *symbols, size_t max_depth,
+		    struct cp_dump **out)
+{
 	int rc = -CP_E_NOMEM;
 	pid_t pid = cp_target_pid(target);
 	size_t n;
 	struct cp_thread *threads = cp_target_threads(target, &n);
 	struct cp_dump *dump = calloc(1, sizeof(*dump));
-	struct cp_snapshot *snaps = calloc(n ? n : 1, sizeof(*snaps));
+	struct cp_capture_slot *snaps = calloc(n ? n : 1, sizeof(*snaps));
 	uint64_t *pcs = malloc((max_depth ? max_depth : 1) * sizeof(*pcs));
 	if (!dump || !snaps || !pcs)
 		goto out;
@@ -90,8 +103,8 @@ int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
 		for (size_t i = 0; i < count; i++) {
 			if (dump->threads[i].tid != tid)
 				continue;
-			snaps[i].tid = 0;
-			if (cp_target_snapshot(target, tid, &snaps[i]) == 0)
+			snaps[i].snap.tid = 0;
+			if (cp_capture_take(capture, tid, &snaps[i]) == 0)
 				copied++;
 			break;
 		}
@@ -99,19 +112,19 @@ int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
 	for (size_t i = 0; i < count; i++) {
 		/* Our stop broke a wait the kernel does not restart
 		 * (epoll_wait, sigtimedwait, ...): make it a restart.  */
-		struct user_regs_struct regs = snaps[i].regs;
-		if (snaps[i].tid == dump->threads[i].tid &&
+		struct user_regs_struct regs = snaps[i].snap.regs;
+		if (snaps[i].snap.tid == dump->threads[i].tid &&
 		    cp_waits_undo_eintr(&regs))
-			cp_target_set_regs(target, snaps[i].tid, &regs);
+			cp_target_set_regs(target, snaps[i].snap.tid, &regs);
 		cp_target_resume(target, dump->threads[i].tid);
 	}
 	(void)copied;
 	for (size_t i = 0; i < count; i++) {
 		struct cp_dump_thread *t = &dump->threads[i];
-		if (snaps[i].tid != t->tid)
+		if (snaps[i].snap.tid != t->tid)
 			continue; /* exited meanwhile */
-		size_t npcs = cp_unwinder_unwind(unwinder, &snaps[i], pcs,
-						 max_depth);
+		size_t npcs = cp_capture_unwind(capture, &snaps[i], pcs,
+						max_depth);
 		size_t cap = 0;
 		for (size_t j = 0; j < npcs; j++) {
 			uint64_t pc = cp_unwind_address(pcs[j]);
@@ -141,7 +154,7 @@ int cp_dump_collect(struct cp_target *target, struct cp_unwinder *unwinder,
 	rc = 0;
 out:
 	for (size_t i = 0; snaps && i < n; i++)
-		free(snaps[i].stack);
+		cp_capture_slot_free(&snaps[i]);
 	free(snaps);
 	free(pcs);
 	if (rc == 0)

@@ -352,8 +352,14 @@ int cp_session_dump(struct cp_session *s, size_t max_depth,
 	if (!s->target || cp_target_exited(s->target))
 		return -CP_E_GONE;
 	heap_settle(s);
-	return cp_dump_collect(s->target, s->unwinder, s->symbols, max_depth,
-			       out);
+	struct cp_capture *capture = NULL;
+	int rc = cp_capture_new(s->target, s->unwinder, s->config.unwind_mode,
+				max_depth, &capture);
+	if (rc == 0)
+		rc = cp_dump_capture(s->target, capture, s->symbols, max_depth,
+				     out);
+	cp_capture_free(capture);
+	return rc;
 }
 
 /* ---------------------------------------------------------------- heap */
