@@ -52,10 +52,23 @@ struct cp_symbol {
 	const struct cp_frame *frames;
 };
 
-/* A symbolizer for process PID; reads its mappings now.  Returns 0 or a
- * -CP_E_* code.  */
+struct cp_addrspace;
+
+/* A symbolizer for the target whose address space is SPACE (borrowed: it
+ * must outlive the symbolizer), its modules as SPACE has them now.  Every
+ * module file is the one SPACE keeps open, or failing that opened by the
+ * same rules (cprof/tpath.h).  Returns 0 or a -CP_E_* code.  */
+int cp_symbols_new_in(struct cp_addrspace *space,
+		      const struct cp_symbols_options *options,
+		      struct cp_symbols **out);
+
+/* The same with an address space of its own for process PID, read now
+ * (freed with the symbolizer).  Returns 0 or a -CP_E_* code.  */
 int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
 		   struct cp_symbols **out);
+
+/* The address space SYMBOLS reads (borrowed).  */
+struct cp_addrspace *cp_symbols_addrspace(const struct cp_symbols *symbols);
 
 void cp_symbols_free(struct cp_symbols *symbols);
 
@@ -72,23 +85,26 @@ const struct cp_symbol *cp_symbols_lookup(struct cp_symbols *symbols,
  * mappings when an unknown address shows up.  */
 void cp_symbols_new_epoch(struct cp_symbols *symbols);
 
-/* The target's mappings changed (exec): re-read them now.  */
+/* The target's mappings changed (exec): every address is looked up anew,
+ * the mappings re-read now (cp_addrspace_refresh).  */
 void cp_symbols_refresh(struct cp_symbols *symbols);
 
 /* Record the target's mappings now and keep its modules' files open (by
  * the rules of cprof/tpath.h), for names looked up later, even after the
- * target has exited: a re-read of the mappings that finds the target gone
- * reports the modules of the last capture, and a module file is taken from
- * the capture when it holds the same file.  Meant for the tracer thread
- * while the target is alive (stopped or not), with lookups going on in
- * another thread: this is the one function safe to call concurrently with
- * the others.  Cheap when the target's modules did not change since the
- * last capture (one read of /proc/PID/maps).  Returns 0, -CP_E_NOPROC when
- * the target is gone, -CP_E_NOMEM or -CP_E_SYS.  */
+ * target has exited: a refresh of the address space (cp_addrspace_refresh,
+ * which is all this does), whose view a later re-read falls back on when
+ * the target is gone, and whose modules found unloaded are kept open as
+ * gone ones.  Meant for the tracer thread while the target is alive
+ * (stopped or not), with lookups going on in another thread: this is the
+ * one function safe to call concurrently with the others.  Cheap when the
+ * target's mappings did not change (one or two reads of /proc/PID/maps).
+ * Returns 0, -CP_E_NOPROC when the target is gone, -CP_E_NOMEM or
+ * -CP_E_SYS.  */
 int cp_symbols_capture(struct cp_symbols *symbols);
 
-/* Was ADDRESS mapped at the last cp_symbols_capture()?  When it was not,
- * a new capture is due (a library loaded since).  Thread-safe likewise.  */
+/* Was ADDRESS mapped at the last refresh of the address space?  When it
+ * was not, a new capture is due (a library loaded since).  Thread-safe
+ * likewise.  */
 bool cp_symbols_capture_has(struct cp_symbols *symbols, uint64_t address);
 
 /* A number that changes whenever the set of known modules changed (a

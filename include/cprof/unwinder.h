@@ -43,10 +43,24 @@ static inline uint64_t cp_unwind_address(uint64_t pc)
 	return pc & ~CP_UNWIND_GUESSED;
 }
 
-/* A new unwinder for process PID.  Returns 0 or -CP_E_NOMEM/-CP_E_NOPROC.  */
+struct cp_addrspace;
+
+/* A new unwinder for the target whose address space is SPACE (borrowed:
+ * it must outlive the unwinder).  What the unwinder caches of a module
+ * (its checked unwind tables, its code pages) is dropped when SPACE says
+ * the module is gone, and everything when SPACE's epoch changes
+ * (cp_addrspace_exec); a pc in no known mapping refreshes SPACE, at most
+ * once per unwind.  Returns 0 or -CP_E_NOMEM.  */
+int cp_unwinder_new_in(struct cp_addrspace *space, struct cp_unwinder **out);
+
+/* The same with an address space of its own for process PID, read now
+ * (freed with the unwinder).  Returns 0 or -CP_E_NOMEM/-CP_E_NOPROC.  */
 int cp_unwinder_new(pid_t pid, struct cp_unwinder **out);
 
 void cp_unwinder_free(struct cp_unwinder *uw);
+
+/* The address space UW reads (borrowed).  */
+struct cp_addrspace *cp_unwinder_addrspace(const struct cp_unwinder *uw);
 
 /* Unwind SNAP into PCS (at most MAX), innermost first.  PCS[0] is the
  * thread's pc; every later entry is a return address minus one, so that it
@@ -64,8 +78,9 @@ size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 size_t cp_unwinder_unwind_ptrace(struct cp_unwinder *uw, pid_t tid,
 				 uint64_t *pcs, size_t max);
 
-/* The target's mappings changed (exec, dlopen, dlclose): forget what was
- * cached about them.  */
+/* Forget everything cached of the target and refresh the address space
+ * now.  Not needed for an exec (cp_addrspace_exec) or a dlopen or
+ * dlclose (cp_addrspace_refresh), which the unwinder notices itself.  */
 void cp_unwinder_invalidate(struct cp_unwinder *uw);
 
 /* Registers of a snapshot, numbered as DWARF numbers them on x86-64, for

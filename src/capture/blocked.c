@@ -9,21 +9,27 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/unwinder.h"
 
 struct cp_blocked {
 	pid_t pid;
+	const struct cp_addrspace *space;  /* for its exec epoch */
+	uint64_t epoch;                    /* SPACE's, as last seen */
 	uint64_t tick;                     /* current tick */
 	struct cp_blocked_thread *threads; /* sorted by TID */
 	size_t count, cap;
 };
 
-struct cp_blocked *cp_blocked_new(pid_t pid)
+struct cp_blocked *cp_blocked_new(const struct cp_addrspace *space)
 {
 	struct cp_blocked *t = calloc(1, sizeof(*t));
-	if (t)
-		t->pid = pid;
+	if (t) {
+		t->pid = cp_addrspace_pid(space);
+		t->space = space;
+		t->epoch = cp_addrspace_epoch(space);
+	}
 	return t;
 }
 
@@ -48,6 +54,12 @@ void cp_blocked_free(struct cp_blocked *t)
 
 void cp_blocked_begin_tick(struct cp_blocked *t, uint64_t tick)
 {
+	/* The target exec'ed: the stacks kept are of the old image.  */
+	uint64_t epoch = cp_addrspace_epoch(t->space);
+	if (epoch != t->epoch) {
+		t->epoch = epoch;
+		cp_blocked_forget_stacks(t);
+	}
 	t->tick = tick;
 }
 

@@ -50,8 +50,12 @@ struct cp_blocked_thread {
 	uint64_t sp, pc;      /* where the stop of STACK found the thread */
 };
 
-/* A new, empty table for process PID.  Returns NULL when out of memory. */
-struct cp_blocked *cp_blocked_new(pid_t pid);
+struct cp_addrspace;
+
+/* A new, empty table for the process whose address space is SPACE
+ * (borrowed; its exec epoch is watched: the stacks kept are forgotten at
+ * the first tick after an exec).  Returns NULL when out of memory.  */
+struct cp_blocked *cp_blocked_new(const struct cp_addrspace *space);
 
 /* Close every kept descriptor and free TABLE.  NULL is fine.  */
 void cp_blocked_free(struct cp_blocked *table);
@@ -74,7 +78,8 @@ struct cp_blocked_thread *cp_blocked_find(struct cp_blocked *table,
 /* Drop the entries of threads not listed in the current tick (exited).  */
 void cp_blocked_prune(struct cp_blocked *table);
 
-/* Forget every thread's stack and baseline (the target exec'ed), keeping
+/* Forget every thread's stack and baseline (the target exec'ed, which
+ * cp_blocked_begin_tick notices itself; the profile was swapped), keeping
  * the descriptors.  */
 void cp_blocked_forget_stacks(struct cp_blocked *table);
 

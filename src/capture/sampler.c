@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "capture/blocked.h"
+#include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "util/hashidx.h"
@@ -654,7 +655,8 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	    cp_capture_new(target, unwinder, o->unwind_mode, depth,
 			   &r->capture) < 0)
 		goto fail;
-	if (o->wall && !(r->blocked = cp_blocked_new(cp_target_pid(target))))
+	if (o->wall &&
+	    !(r->blocked = cp_blocked_new(cp_unwinder_addrspace(unwinder))))
 		goto fail;
 	sigset_t chld;
 	sigemptyset(&chld);
@@ -731,16 +733,21 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			if (rc < 0)
 				break;
 			if (cp_target_take_exec(r->target)) {
-				/* An epoch change.  The unwinder is ours alone;
-				 * the symbolizer belongs to the resolver's
-				 * thread, which re-reads the modules itself
-				 * once it has finished (or dropped) the
-				 * addresses of the old image: never refresh
-				 * it from here, under its feet.  */
-				cp_unwinder_invalidate(r->unwinder);
-				cp_resolver_reset(r->resolver);
-				if (r->blocked)
-					cp_blocked_forget_stacks(r->blocked);
+				/* An epoch change, told once to the address
+				 * space: the unwinder, the resolver and the
+				 * blocked table each drop what they cached of
+				 * the old image when they next look, and the
+				 * symbolizer re-reads the modules on its own
+				 * thread once it has finished (or dropped) the
+				 * addresses of the old image.  */
+				struct cp_addrspace *space =
+					cp_unwinder_addrspace(r->unwinder);
+				cp_addrspace_exec(space);
+				/* A symbolizer made apart (cp_symbols_new) has
+				 * an address space of its own.  */
+				if (cp_symbols_addrspace(r->symbols) != space)
+					cp_addrspace_exec(
+						cp_symbols_addrspace(r->symbols));
 			}
 		}
 		if (cp_target_exited(r->target)) {

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/unwinder.h"
 #include "util/hashidx.h"
@@ -33,6 +34,7 @@ struct cp_resolver {
 	struct cp_symbols *symbols;
 	struct cp_profile *profile;
 	/* sampler side only */
+	uint64_t epoch;              /* the address space's, last seen */
 	uint32_t generation;         /* PROFILE's; bumped by a rebind */
 	size_t pending;              /* PROFILE's addresses not named yet */
 	/* The profile before the last rebind, until its names are in (the
@@ -185,6 +187,7 @@ int cp_resolver_start(struct cp_symbols *symbols, struct cp_profile *profile,
 		return -CP_E_NOMEM;
 	res->symbols = symbols;
 	res->profile = profile;
+	res->epoch = cp_addrspace_epoch(cp_symbols_addrspace(symbols));
 	res->retry_interval = 1;
 	res->ticks_to_retry = 1;
 	pthread_mutex_init(&res->lock, NULL);
@@ -214,6 +217,13 @@ static bool addr_eq(const void *ctx, uint32_t id)
 
 uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
 {
+	/* The target exec'ed (cp_addrspace_exec): what its addresses meant
+	 * before is no guide.  */
+	uint64_t epoch = cp_addrspace_epoch(cp_symbols_addrspace(res->symbols));
+	if (epoch != res->epoch) {
+		res->epoch = epoch;
+		cp_resolver_reset(res);
+	}
 	uint64_t hash = cp_hash_u64(address);
 	struct addr_key key = {res, address};
 	uint32_t id = cp_hashidx_find(&res->index, hash, addr_eq, &key);

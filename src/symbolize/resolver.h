@@ -30,7 +30,9 @@ uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address);
  * to the profile.  Cheap; call once per tick.  */
 void cp_resolver_collect(struct cp_resolver *res);
 
-/* The target exec'ed: every address means something new from now on.  */
+/* The target exec'ed: every address means something new from now on.
+ * Done by itself when the epoch of the symbolizer's address space
+ * changes (cp_addrspace_exec).  */
 void cp_resolver_reset(struct cp_resolver *res);
 
 /* From now on, new addresses get their locations in PROFILE (a window

@@ -7,7 +7,12 @@
  * directories first.  Every file whose name the target controls (module
  * paths, the directories beside them, debuglink names, /tmp/perf-PID.map)
  * is opened by the rules of cprof/tpath.h, never by libdwfl's own
- * callbacks: the search is modfiles.c's, the perf map perfmap.c's.  */
+ * callbacks: the search is modfiles.c's, the perf map perfmap.c's.
+ *
+ * The modules are the target's address space's (cprof/addrspace.h): the
+ * Dwfl is brought in line with its current view where the symbolizer
+ * re-reads the mappings (an address in no module, an exec), and a
+ * module's file is the one the address space keeps open.  */
 #include "cprof/symbols.h"
 
 #include <dwarf.h>
@@ -27,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/perfmap.h"
 #include "cprof/procfs.h"
@@ -48,7 +54,11 @@ struct cp_symbols {
 	struct cp_symbol **syms;     /* by id; each allocated with its frames */
 	uint32_t nsyms, syms_cap;
 	struct cp_hashidx index;     /* address -> id */
-	struct cp_maps *maps;        /* for /proc/PID/map_files */
+	struct cp_addrspace *space;  /* the target's address space */
+	bool own_space;              /* made by cp_symbols_new */
+	/* The view the Dwfl's modules were last made from: its mappings,
+	 * its modules' open files.  */
+	const struct cp_addrspace_view *view;
 	struct cp_tpath_creds creds; /* the target's, to judge its files */
 	bool have_creds;
 	bool reread_allowed;         /* one maps re-read per epoch */
@@ -65,21 +75,12 @@ struct cp_symbols {
 	uint64_t epoch;              /* cp_symbols_new_epoch() calls */
 	struct cp_symbol **retired;  /* replaced unknown answers (borrowed) */
 	size_t nretired;
-	struct snapshot *captured;   /* the last capture taken over */
-	bool captured_reported;      /* its mappings were reported */
-	/* Shared with cp_symbols_capture() on another thread.  */
-	pthread_mutex_t capture_lock;
-	struct snapshot *pending;    /* a capture not yet taken over */
-	char *capture_sig;           /* the modules of the last capture */
-	struct cp_maps *capture_maps;/* the mappings of the last capture */
 };
 
 struct symtab;
 static void free_symtab(struct symtab *t);
-struct snapshot;
-static void free_snapshot(struct snapshot *snap);
-static int open_kept(struct cp_symbols *s, const char *modname,
-		     struct stat *st, char **file_name);
+static int open_kept(struct cp_symbols *s, Dwfl_Module *mod,
+		     const char *modname, struct stat *st, char **file_name);
 
 /* libdwfl's callbacks get no argument of ours; the symbolizer running the
  * lookup is found through this pointer (one lookup at a time per thread). */
@@ -167,7 +168,7 @@ static struct cp_modfiles modfiles(struct cp_symbols *s)
 {
 	return (struct cp_modfiles){
 		.pid = s->pid,
-		.maps = s->maps,
+		.maps = s->view->maps,
 		.creds = creds(s),
 		.dirs = s->dirs,
 		.warn = warn_message,
@@ -190,7 +191,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 		if (!md)
 			return -1;
 		struct stat st;
-		int fd = open_kept(s, modname, &st, file_name);
+		int fd = open_kept(s, mod, modname, &st, file_name);
 		if (fd < 0) {
 			struct cp_modfiles mf = modfiles(s);
 			fd = cp_modfiles_open_module(&mf, modname, &st,
@@ -245,148 +246,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 					  debuginfo_file_name);
 }
 
-/* ------------------------------------------------------------ snapshots */
-
-/* A module's file kept open by a capture.  */
-struct kept_file {
-	char *path;                  /* its name in /proc/PID/maps */
-	uint64_t inode;
-	int fd;                      /* opened by modfiles.c's rules */
-	struct stat st;
-	char *file_name;             /* what the open called it */
-};
-
-/* The target's mappings at one moment and, for a capture, the files of its
- * modules kept open.  */
-struct snapshot {
-	char *text;                  /* /proc/PID/maps */
-	size_t len;
-	struct kept_file *files;
-	size_t nfiles;
-};
-
-static void free_snapshot(struct snapshot *snap)
-{
-	if (!snap)
-		return;
-	for (size_t i = 0; i < snap->nfiles; i++) {
-		close(snap->files[i].fd);
-		free(snap->files[i].path);
-		free(snap->files[i].file_name);
-	}
-	free(snap->files);
-	free(snap->text);
-	free(snap);
-}
-
-/* Read /proc/PID/maps into *TEXT.  The kernel hands the file out a page at
- * a time and lets the target change its mappings between two pages: while
- * the loader maps a library, one read can miss lines or hold some twice.
- * So it is read until two reads agree (at most 4 times); *STABLE says
- * whether they did.  Returns 0, -CP_E_NOPROC or -CP_E_SYS/-CP_E_NOMEM.  */
-static int read_maps(pid_t pid, char **text, size_t *len, bool *stable)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	char *last = NULL;
-	size_t last_len = 0;
-	*stable = false;
-	for (int i = 0; i < 4 && !*stable; i++) {
-		char *now;
-		size_t now_len;
-		int rc = cp_procfs_slurp(path, &now, &now_len);
-		if (rc < 0) {
-			if (last)
-				break;
-			return errno == ENOENT || errno == ESRCH
-				       ? -CP_E_NOPROC
-				       : rc;
-		}
-		*stable = last && now_len == last_len &&
-			  memcmp(now, last, now_len) == 0;
-		free(last);
-		last = now;
-		last_len = now_len;
-	}
-	*text = last;
-	*len = last_len;
-	return 0;
-}
-
-/* A mapping that belongs to a module: of a file, executable or not (the
- * module's range covers all of the file's mappings, as libdwfl's does).  */
-static bool file_mapping(const struct cp_map *m)
-{
-	return m->path[0] == '/' && m->inode != 0;
-}
-
-/* One module as a snapshot shows it.  */
-struct module_range {
-	const char *name;            /* borrowed from the maps, or VDSO */
-	uint64_t low, high;
-	uint64_t inode;
-	bool executable;
-	bool retry;                  /* made anew: its file failed before */
-};
-
-/* The modules of MAPS into *OUT (the caller frees it): the mappings of one
- * file in a row (other mappings, the .bss, may lie between) make one
- * module, as libdwfl's dwfl_linux_proc_report has them, with two
- * differences.  A mapping of the same file far from where the file's
- * first mapping puts it is not part of the module: node copies its text
- * to huge pages elsewhere and maps its file there too, and one module
- * from the executable to that copy would swallow every JIT region in
- * between (named after the executable's last symbol).  And a bad line is
- * skipped, not the end of the modules.  */
-static size_t derive_modules(const struct cp_maps *maps, const char *vdso,
-			     struct module_range **out)
-{
-	*out = NULL;
-	struct module_range *mods =
-		maps->count ? calloc(maps->count, sizeof(*mods)) : NULL;
-	if (!mods)
-		return 0;
-	size_t n = 0;
-	struct module_range *cur = NULL;
-	uint64_t cur_base = 0;       /* start - offset of its first mapping */
-	for (size_t i = 0; i < maps->count; i++) {
-		const struct cp_map *m = &maps->maps[i];
-		if (strcmp(m->path, "[vdso]") == 0) {
-			mods[n++] = (struct module_range){
-				.name = vdso, .low = m->start, .high = m->end,
-				.executable = true};
-			cur = NULL;
-			continue;
-		}
-		if (!file_mapping(m))
-			continue;
-		uint64_t base = m->start - m->offset;
-		/* Segments of one ELF file: each at its offset from the same
-		 * base, give or take the segment alignment (2 MiB for old
-		 * x86-64 binaries; up to 64 MiB allowed either way).  */
-		uint64_t apart = base > cur_base ? base - cur_base
-						 : cur_base - base;
-		if (cur && cur->inode == m->inode &&
-		    strcmp(cur->name, m->path) == 0 && apart < (64u << 20)) {
-			cur->high = m->end;
-			cur->executable |= m->executable;
-			continue;
-		}
-		if (cur && cur->inode == m->inode &&
-		    strcmp(cur->name, m->path) == 0) {
-			/* The same file far away: a copy, not a module (see
-			 * above); the module goes on after it.  */
-			continue;
-		}
-		cur = &mods[n++];
-		*cur = (struct module_range){.name = m->path, .low = m->start,
-					     .high = m->end, .inode = m->inode,
-					     .executable = m->executable};
-		cur_base = base;
-	}
-	*out = mods;
-	return n;
-}
+/* ------------------------------------------------------------ modules */
 
 /* A module as libdwfl had it before a re-read.  */
 struct old_module {
@@ -425,68 +285,71 @@ static int remember_module(Dwfl_Module *mod, void **userdata,
 	return DWARF_CB_OK;
 }
 
-/* Tell libdwfl the modules of the mappings TEXT shows.  A module reported
- * again with the same name and range is libdwfl's same module (its files
- * stay open, its symbol table built).  One whose file could not be opened
- * is made anew, so the next lookup tries again (the loader had not
- * finished mapping it, or the capture came later).  A module the
- * mappings do not show goes, unless the read of them was not STABLE and
- * no module shown takes its place: a read torn by the loader must not
- * lose the executable.  Returns 0 or a -CP_E_* code (the modules are then
- * as they were).  */
-static int report_text(struct cp_symbols *s, const char *text, size_t len,
-		       bool stable)
+/* The name libdwfl knows module M by.  */
+static const char *dwfl_name(const struct cp_symbols *s,
+			     const struct cp_addrspace_module *m, char *vdso,
+			     size_t size)
 {
-	struct cp_maps *maps;
-	if (cp_maps_parse(text, len, &maps, NULL) < 0)
-		return -CP_E_PARSE;
+	if (!m->vdso)
+		return m->path;
+	snprintf(vdso, size, "[vdso: %d]", (int)s->pid);
+	return vdso;
+}
+
+/* Make the Dwfl's modules VIEW's (a reference handed over), which
+ * becomes S->view.  A module reported again with the same name and range
+ * is libdwfl's same module (its files stay open, its symbol table
+ * built).  One whose file could not be opened is made anew, so the next
+ * lookup tries again (the loader had not finished mapping it, or it was
+ * looked at too late).  What VIEW does not have goes: the address space
+ * decided what a torn read of the mappings keeps.  */
+static void report_view(struct cp_symbols *s,
+			const struct cp_addrspace_view *view)
+{
+	const struct cp_addrspace_view *old_view = s->view;
+	/* VIEW's files are the ones find_elf looks at from now on.  */
+	s->view = view;
 	char vdso[32];
-	snprintf(vdso, sizeof(vdso), "[vdso: %d]", (int)s->pid);
-	struct module_range *mods;
-	size_t n = derive_modules(maps, vdso, &mods);
 	struct old_modules old = {0};
 	dwfl_getmodules(s->dwfl, remember_module, &old, 0);
 	bool changed = false, retry = false;
+	bool *again = calloc(view->nmodules + 1, sizeof(*again));
 	dwfl_report_begin(s->dwfl);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < view->nmodules; i++) {
+		const struct cp_addrspace_module *m = view->modules[i];
+		const char *name = dwfl_name(s, m, vdso, sizeof(vdso));
 		struct old_module *o = NULL;
 		for (size_t j = 0; j < old.count && !o; j++)
-			if (old.mods[j].low == mods[i].low &&
-			    old.mods[j].high == mods[i].high &&
-			    strcmp(old.mods[j].name, mods[i].name) == 0)
+			if (old.mods[j].low == m->start &&
+			    old.mods[j].high == m->end &&
+			    strcmp(old.mods[j].name, name) == 0)
 				o = &old.mods[j];
 		if (o)
 			o->seen = true;
 		else
 			changed = true;
-		if (o && o->failed) {
+		if (o && o->failed && again) {
 			/* Dropped now, made anew below.  */
-			mods[i].retry = retry = true;
+			again[i] = retry = true;
 			continue;
 		}
-		dwfl_report_module(s->dwfl, mods[i].name, mods[i].low,
-				   mods[i].high);
+		dwfl_report_module(s->dwfl, name, m->start, m->end);
 	}
-	for (size_t j = 0; j < old.count; j++) {
-		struct old_module *o = &old.mods[j];
-		if (o->seen)
-			continue;
-		bool overlapped = false;
-		for (size_t i = 0; i < n && !overlapped; i++)
-			overlapped = mods[i].low < o->high && o->low < mods[i].high;
-		if (!stable && !overlapped && !o->failed)
-			dwfl_report_module(s->dwfl, o->name, o->low, o->high);
-		else
+	for (size_t j = 0; j < old.count; j++)
+		if (!old.mods[j].seen)
 			changed = true;
-	}
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	if (retry) {
 		changed = true;
 		dwfl_report_begin_add(s->dwfl);
-		for (size_t i = 0; i < n; i++)
-			if (mods[i].retry)
-				dwfl_report_module(s->dwfl, mods[i].name,
-						   mods[i].low, mods[i].high);
+		for (size_t i = 0; i < view->nmodules; i++)
+			if (again[i])
+				dwfl_report_module(
+					s->dwfl,
+					dwfl_name(s, view->modules[i], vdso,
+						  sizeof(vdso)),
+					view->modules[i]->start,
+					view->modules[i]->end);
 		dwfl_report_end(s->dwfl, NULL, NULL);
 	}
 	if (changed)
@@ -494,125 +357,89 @@ static int report_text(struct cp_symbols *s, const char *text, size_t len,
 	for (size_t j = 0; j < old.count; j++)
 		free(old.mods[j].name);
 	free(old.mods);
-	free(mods);
-	cp_maps_free(s->maps);
-	s->maps = maps;
-	return 0;
+	free(again);
+	cp_addrspace_view_release(old_view);
 }
 
-/* Take over the capture cp_symbols_capture() left, if any.  */
-static void adopt_capture(struct cp_symbols *s)
+/* The file of the module libdwfl has as MOD, named MODNAME, that the
+ * address space keeps open (in S->view, or gone from it): a new
+ * descriptor for libdwfl to own, with *ST and *FILE_NAME (the caller
+ * frees it); or -1.  */
+static int open_kept(struct cp_symbols *s, Dwfl_Module *mod,
+		     const char *modname, struct stat *st, char **file_name)
 {
-	pthread_mutex_lock(&s->capture_lock);
-	struct snapshot *snap = s->pending;
-	s->pending = NULL;
-	pthread_mutex_unlock(&s->capture_lock);
-	if (snap) {
-		free_snapshot(s->captured);
-		s->captured = snap;
-		s->captured_reported = false;
-	}
-}
-
-/* The file of module MODNAME kept by the last capture, as the current
- * mappings name it (same path, same inode): a new descriptor for libdwfl
- * to own, with *ST and *FILE_NAME (the caller frees it); or -1.  */
-static int open_kept(struct cp_symbols *s, const char *modname,
-		     struct stat *st, char **file_name)
-{
-	adopt_capture(s);
-	if (!s->captured)
+	Dwarf_Addr low = 0;
+	dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
+	const struct cp_addrspace_module *kept = NULL;
+	for (size_t i = 0; i < s->view->nmodules && !kept; i++)
+		if (s->view->modules[i]->start == low &&
+		    strcmp(s->view->modules[i]->path, modname) == 0)
+			kept = s->view->modules[i];
+	for (size_t i = 0; i < s->view->ngone && !kept; i++)
+		if (s->view->gone[i]->start == low &&
+		    strcmp(s->view->gone[i]->path, modname) == 0)
+			kept = s->view->gone[i];
+	if (!kept || kept->fd < 0 || !kept->file_name)
 		return -1;
-	uint64_t inode = 0;
-	bool mapped = false;
-	for (size_t i = 0; s->maps && i < s->maps->count && !mapped; i++)
-		if (strcmp(s->maps->maps[i].path, modname) == 0) {
-			inode = s->maps->maps[i].inode;
-			mapped = true;
-		}
-	for (size_t i = 0; i < s->captured->nfiles; i++) {
-		const struct kept_file *k = &s->captured->files[i];
-		if (strcmp(k->path, modname) != 0 ||
-		    (mapped && k->inode != inode))
-			continue;
-		*file_name = strdup(k->file_name);
-		int fd = *file_name ? fcntl(k->fd, F_DUPFD_CLOEXEC, 0) : -1;
-		if (fd < 0) {
-			free(*file_name);
-			*file_name = NULL;
-			return -1;
-		}
-		*st = k->st;
-		return fd;
+	*file_name = strdup(kept->file_name);
+	int fd = *file_name ? fcntl(kept->fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (fd < 0) {
+		free(*file_name);
+		*file_name = NULL;
+		return -1;
 	}
-	return -1;
+	*st = kept->st;
+	return fd;
 }
 
-/* ADDRESS is in no module the target has mapped now; the last capture
- * may have seen it in one (a library unloaded since, or the target gone
- * before the lookup thread got to it): report that module as the capture
- * saw it, unless a module now lies in its place.  True when it did.  */
+/* ADDRESS is in no module the target has mapped now; a refresh of the
+ * address space may have seen it in one that is gone since (a library
+ * unloaded, or the target gone before the lookup thread got to it):
+ * report that module as it was, unless a module now lies in its place.
+ * True when it did.  */
 static bool report_captured(struct cp_symbols *s, uint64_t address)
 {
-	adopt_capture(s);
-	if (!s->captured)
-		return false;
-	struct cp_maps *maps;
-	if (cp_maps_parse(s->captured->text, s->captured->len, &maps, NULL) < 0)
-		return false;
-	char vdso[32];
-	snprintf(vdso, sizeof(vdso), "[vdso: %d]", (int)s->pid);
-	struct module_range *mods;
-	size_t n = derive_modules(maps, vdso, &mods);
+	const struct cp_addrspace_view *v = s->view;
 	bool reported = false;
-	for (size_t i = 0; i < n && !reported; i++) {
-		if (address < mods[i].low || address >= mods[i].high ||
-		    mods[i].name == vdso)
+	for (size_t i = 0; i < v->ngone && !reported; i++) {
+		const struct cp_addrspace_module *m = v->gone[i];
+		if (address < m->start || address >= m->end || m->vdso)
 			continue;
 		struct old_modules now = {0};
 		dwfl_getmodules(s->dwfl, remember_module, &now, 0);
 		bool taken = false;
 		for (size_t j = 0; j < now.count; j++) {
-			taken |= now.mods[j].low < mods[i].high &&
-				 mods[i].low < now.mods[j].high;
+			taken |= now.mods[j].low < m->end &&
+				 m->start < now.mods[j].high;
 			free(now.mods[j].name);
 		}
 		free(now.mods);
 		if (taken)
 			break;
 		dwfl_report_begin_add(s->dwfl);
-		reported = dwfl_report_module(s->dwfl, mods[i].name,
-					      mods[i].low, mods[i].high) != NULL;
+		reported = dwfl_report_module(s->dwfl, m->path, m->start,
+					      m->end) != NULL;
 		dwfl_report_end(s->dwfl, NULL, NULL);
 		s->generation++;
 	}
-	free(mods);
-	cp_maps_free(maps);
 	return reported;
 }
 
 /* ---------------------------------------------------------- lifecycle */
 
-/* Read the target's mappings again and report its modules.  A target
- * gone (exited, or reaped) leaves the modules as they are, or as the last
- * capture has them.  */
+/* Read the target's mappings again (a refresh of the address space) and
+ * report its modules.  A target gone leaves the modules as the last
+ * refresh that read them has them.  */
 static int report(struct cp_symbols *s)
 {
-	adopt_capture(s);
-	char *text;
-	size_t len;
-	bool stable;
-	int rc = read_maps(s->pid, &text, &len, &stable);
-	if (rc < 0) {
-		if (!s->captured || s->captured_reported)
-			return rc == -CP_E_NOPROC ? rc : -CP_E_SYS;
-		s->captured_reported = true;
-		return report_text(s, s->captured->text, s->captured->len,
-				   true);
-	}
-	update_creds(s);
-	rc = report_text(s, text, len, stable);
-	free(text);
+	int rc = cp_addrspace_refresh(s->space);
+	if (rc == 0)
+		update_creds(s);
+	const struct cp_addrspace_view *view = cp_addrspace_view(s->space);
+	if (view == s->view)
+		cp_addrspace_view_release(view);
+	else
+		report_view(s, view);
 	return rc;
 }
 
@@ -639,13 +466,29 @@ static char *build_debuginfo_path(const struct cp_symbols_options *o)
 int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
 		   struct cp_symbols **out)
 {
+	struct cp_addrspace *space;
+	int rc = cp_addrspace_new(pid, &space);
+	if (rc < 0)
+		return rc;
+	rc = cp_symbols_new_in(space, options, out);
+	if (rc < 0)
+		cp_addrspace_free(space);
+	else
+		(*out)->own_space = true;
+	return rc;
+}
+
+int cp_symbols_new_in(struct cp_addrspace *space,
+		      const struct cp_symbols_options *options,
+		      struct cp_symbols **out)
+{
 	static const struct cp_symbols_options defaults;
 	struct cp_symbols *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -CP_E_NOMEM;
-	s->pid = pid;
+	s->pid = cp_addrspace_pid(space);
+	s->space = space;
 	s->options = options ? *options : defaults;
-	pthread_mutex_init(&s->capture_lock, NULL);
 	s->strings = cp_profile_new();
 	s->dirs = calloc(s->options.n_debuginfo_dirs + 1, sizeof(char *));
 	if (!s->strings || !s->dirs) {
@@ -681,11 +524,9 @@ int cp_symbols_new(pid_t pid, const struct cp_symbols_options *options,
 		cp_symbols_free(s);
 		return -CP_E_NOMEM;
 	}
-	int rc = report(s);
-	if (rc < 0) {
-		cp_symbols_free(s);
-		return rc;
-	}
+	/* The modules as the address space has them now.  */
+	update_creds(s);
+	report_view(s, cp_addrspace_view(s->space));
 	s->reread_allowed = true;
 	s->perfmap_allowed = true;
 	*out = s;
@@ -714,17 +555,14 @@ void cp_symbols_free(struct cp_symbols *s)
 		free(s->modules[i]);
 	}
 	free(s->modules);
-	cp_maps_free(s->maps);
 	free(s->sym_generation);
 	free(s->sym_epoch);
 	for (size_t i = 0; i < s->nretired; i++)
 		free(s->retired[i]);
 	free(s->retired);
-	free_snapshot(s->captured);
-	free_snapshot(s->pending);
-	free(s->capture_sig);
-	cp_maps_free(s->capture_maps);
-	pthread_mutex_destroy(&s->capture_lock);
+	cp_addrspace_view_release(s->view);
+	if (s->own_space)
+		cp_addrspace_free(s->space);
 	cp_profile_free(s->strings);
 	free(s->debuginfo_path);
 	free(s);
@@ -1074,7 +912,7 @@ static struct cp_symbol *new_symbol(uint64_t address, size_t nframes)
  * of the mappings knows?  */
 static bool anonymous_code(const struct cp_symbols *s, uint64_t address)
 {
-	const struct cp_map *m = cp_maps_find(s->maps, address);
+	const struct cp_map *m = cp_maps_find(s->view->maps, address);
 	return m && m->path[0] != '/' && m->path[0] != '[' && m->executable;
 }
 
@@ -1305,121 +1143,17 @@ uint64_t cp_symbols_generation(const struct cp_symbols *s)
 	return s->generation;
 }
 
-/* The modules MAPS shows, as text to tell a change: each file mapping
- * and the vDSO, with its range and inode.  NULL when out of memory.  */
-static char *modules_signature(const struct cp_maps *maps)
-{
-	char *sig = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&sig, &len);
-	if (!f)
-		return NULL;
-	for (size_t i = 0; i < maps->count; i++) {
-		const struct cp_map *m = &maps->maps[i];
-		if (file_mapping(m) || strcmp(m->path, "[vdso]") == 0)
-			fprintf(f, "%" PRIx64 "-%" PRIx64 " %" PRIx64 " %" PRIu64
-				   " %s\n",
-				m->start, m->end, m->offset, m->inode, m->path);
-	}
-	if (fclose(f) != 0) {
-		free(sig);
-		return NULL;
-	}
-	return sig;
-}
-
 int cp_symbols_capture(struct cp_symbols *s)
 {
-	/* Only what is fixed at cp_symbols_new() is read of S outside the
-	 * lock: PID, DIRS.  Nothing here calls libdwfl or warns (the
-	 * warnings are the lookup thread's).  */
-	char *text;
-	size_t len;
-	bool stable;
-	int rc = read_maps(s->pid, &text, &len, &stable);
-	if (rc < 0)
-		return rc;
-	struct cp_maps *maps;
-	rc = cp_maps_parse(text, len, &maps, NULL);
-	if (rc < 0) {
-		free(text);
-		return rc;
-	}
-	char *sig = modules_signature(maps);
-	pthread_mutex_lock(&s->capture_lock);
-	bool same = sig && s->capture_sig && strcmp(sig, s->capture_sig) == 0;
-	if (same) {
-		/* The same modules; the other mappings may have changed.  */
-		cp_maps_free(s->capture_maps);
-		s->capture_maps = maps;
-		maps = NULL;
-	}
-	pthread_mutex_unlock(&s->capture_lock);
-	if (same || !sig) {
-		free(sig);
-		free(text);
-		cp_maps_free(maps);
-		return sig ? 0 : -CP_E_NOMEM;
-	}
-	struct snapshot *snap = calloc(1, sizeof(*snap));
-	if (!snap) {
-		free(sig);
-		free(text);
-		cp_maps_free(maps);
-		return -CP_E_NOMEM;
-	}
-	snap->text = text;
-	snap->len = len;
-	snap->files = maps->count ? calloc(maps->count, sizeof(*snap->files))
-				  : NULL;
-	struct cp_tpath_creds target_creds;
-	bool have_creds = cp_tpath_creds_read(s->pid, &target_creds) == 0;
-	struct cp_modfiles mf = {
-		.pid = s->pid,
-		.maps = maps,
-		.creds = have_creds ? &target_creds : NULL,
-		.dirs = s->dirs,
-	};
-	/* The files of executable mappings: the only ones a lookup opens.  */
-	for (size_t i = 0; snap->files && i < maps->count; i++) {
-		const struct cp_map *m = &maps->maps[i];
-		if (!file_mapping(m) || !m->executable)
-			continue;
-		bool have = false;
-		for (size_t j = 0; j < snap->nfiles && !have; j++)
-			have = snap->files[j].inode == m->inode &&
-			       strcmp(snap->files[j].path, m->path) == 0;
-		if (have)
-			continue;
-		struct kept_file *k = &snap->files[snap->nfiles];
-		k->fd = cp_modfiles_open_module(&mf, m->path, &k->st,
-						&k->file_name);
-		if (k->fd < 0)
-			continue;
-		k->path = strdup(m->path);
-		if (!k->path) {
-			close(k->fd);
-			free(k->file_name);
-			continue;
-		}
-		k->inode = m->inode;
-		snap->nfiles++;
-	}
-	pthread_mutex_lock(&s->capture_lock);
-	free_snapshot(s->pending);
-	s->pending = snap;
-	free(s->capture_sig);
-	s->capture_sig = sig;
-	cp_maps_free(s->capture_maps);
-	s->capture_maps = maps;
-	pthread_mutex_unlock(&s->capture_lock);
-	return 0;
+	return cp_addrspace_refresh(s->space);
+}
+
+struct cp_addrspace *cp_symbols_addrspace(const struct cp_symbols *s)
+{
+	return s->space;
 }
 
 bool cp_symbols_capture_has(struct cp_symbols *s, uint64_t address)
 {
-	pthread_mutex_lock(&s->capture_lock);
-	bool has = cp_maps_find(s->capture_maps, address) != NULL;
-	pthread_mutex_unlock(&s->capture_lock);
-	return has;
+	return cp_addrspace_has(s->space, address);
 }

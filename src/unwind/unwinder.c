@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "unwind/nocfi.h"
@@ -39,7 +40,14 @@ struct cp_unwinder {
 	unw_addr_space_t as;          /* snapshot accessors */
 	unw_addr_space_t as_ptrace;   /* libunwind-ptrace's memory and
 				       * registers, our unwind tables */
-	struct cp_maps *maps;
+	struct cp_addrspace *space;   /* the target's address space */
+	bool own_space;               /* made by cp_unwinder_new */
+	const struct cp_addrspace_view *view; /* a reference to it */
+	const struct cp_maps *maps;   /* VIEW's mappings */
+	/* What the tables and the page cache were last checked against: a
+	 * module gone since, or a new epoch, drops what was cached.  */
+	uint64_t synced_epoch, synced_generation;
+	bool refreshed;               /* the walk re-read the mappings */
 	struct cp_unwtables *tables;  /* the modules' checked unwind tables */
 	struct page_slot *pages;
 	const struct cp_snapshot *snap; /* the snapshot being unwound */
@@ -74,18 +82,64 @@ extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as,
  * pointer.  One unwind runs at a time per thread.  */
 static __thread struct cp_unwinder *current;
 
+/* Take the address space's current view.  */
+static void take_view(struct cp_unwinder *uw)
+{
+	cp_addrspace_view_release(uw->view);
+	uw->view = cp_addrspace_view(uw->space);
+	uw->maps = uw->view->maps;
+}
+
+/* The mapping of ADDR; a miss re-reads the mappings, once per walk (a
+ * library loaded since; garbage addresses of a bad step must not cost a
+ * read each).  The tables are checked against the new view at the next
+ * walk (sync_space): module handles stay valid meanwhile, they are keyed by
+ * path and base.  */
 static const struct cp_map *find_map(struct cp_unwinder *uw, uint64_t addr)
 {
 	const struct cp_map *m = cp_maps_find(uw->maps, addr);
-	if (m)
+	if (m || uw->refreshed)
 		return m;
-	struct cp_maps *fresh;
-	if (cp_maps_read(uw->pid, &fresh) < 0)
+	uw->refreshed = true;
+	if (cp_addrspace_refresh(uw->space) < 0)
 		return NULL;
-	/* Module handles stay valid: they are keyed by path.  */
-	cp_maps_free(uw->maps);
-	uw->maps = fresh;
+	take_view(uw);
 	return cp_maps_find(uw->maps, addr);
+}
+
+/* Forget everything cached of the target's memory and tables.  */
+static void forget_all(struct cp_unwinder *uw)
+{
+	cp_unwtables_reset(uw->tables);
+	for (size_t i = 0; i < PAGE_CACHE_SLOTS; i++)
+		uw->pages[i].page = 0;
+	unw_flush_cache(uw->as, 0, 0);
+	unw_flush_cache(uw->as_ptrace, 0, 0);
+	uw->entry = cp_procfs_auxv(uw->pid, AT_ENTRY);
+}
+
+/* Before a walk: when the address space changed since the last one,
+ * drop what was cached of modules that are gone (all of it in a new
+ * epoch: the target exec'ed), and the cached pages (a library unloaded
+ * and another mapped at its addresses).  */
+static void sync_space(struct cp_unwinder *uw)
+{
+	uw->refreshed = false;
+	if (cp_addrspace_generation(uw->space) == uw->synced_generation &&
+	    uw->view->epoch == uw->synced_epoch)
+		return;
+	take_view(uw);
+	if (uw->view->epoch != uw->synced_epoch) {
+		forget_all(uw);
+	} else {
+		cp_unwtables_prune(uw->tables, uw->view);
+		for (size_t i = 0; i < PAGE_CACHE_SLOTS; i++)
+			uw->pages[i].page = 0;
+		unw_flush_cache(uw->as, 0, 0);
+		unw_flush_cache(uw->as_ptrace, 0, 0);
+	}
+	uw->synced_epoch = uw->view->epoch;
+	uw->synced_generation = uw->view->generation;
 }
 
 /* The unwind information of IP for libunwind.  The FDE is found in the
@@ -327,10 +381,26 @@ static unw_accessors_t ptrace_accessors = {
 
 int cp_unwinder_new(pid_t pid, struct cp_unwinder **out)
 {
+	struct cp_addrspace *space;
+	int rc = cp_addrspace_new(pid, &space);
+	if (rc < 0)
+		return rc;
+	rc = cp_unwinder_new_in(space, out);
+	if (rc < 0)
+		cp_addrspace_free(space);
+	else
+		(*out)->own_space = true;
+	return rc;
+}
+
+int cp_unwinder_new_in(struct cp_addrspace *space, struct cp_unwinder **out)
+{
 	struct cp_unwinder *uw = calloc(1, sizeof(*uw));
 	if (!uw)
 		return -CP_E_NOMEM;
+	pid_t pid = cp_addrspace_pid(space);
 	uw->pid = pid;
+	uw->space = space;
 	uw->pages = calloc(PAGE_CACHE_SLOTS, sizeof(*uw->pages));
 	uw->as = unw_create_addr_space(&snapshot_accessors, 0);
 	uw->as_ptrace = unw_create_addr_space(&ptrace_accessors, 0);
@@ -349,11 +419,9 @@ int cp_unwinder_new(pid_t pid, struct cp_unwinder **out)
 	unw_set_cache_size(uw->as, 4096, 0);
 	unw_set_caching_policy(uw->as_ptrace, UNW_CACHE_GLOBAL);
 	unw_set_cache_size(uw->as_ptrace, 4096, 0);
-	int rc = cp_maps_read(pid, &uw->maps);
-	if (rc < 0) {
-		cp_unwinder_free(uw);
-		return rc;
-	}
+	take_view(uw);
+	uw->synced_epoch = uw->view->epoch;
+	uw->synced_generation = uw->view->generation;
 	uw->entry = cp_procfs_auxv(pid, AT_ENTRY);
 	*out = uw;
 	return 0;
@@ -376,23 +444,24 @@ void cp_unwinder_free(struct cp_unwinder *uw)
 		unw_destroy_addr_space(uw->as);
 	if (uw->as_ptrace)
 		unw_destroy_addr_space(uw->as_ptrace);
-	cp_maps_free(uw->maps);
+	cp_addrspace_view_release(uw->view);
+	if (uw->own_space)
+		cp_addrspace_free(uw->space);
 	free(uw);
+}
+
+struct cp_addrspace *cp_unwinder_addrspace(const struct cp_unwinder *uw)
+{
+	return uw->space;
 }
 
 void cp_unwinder_invalidate(struct cp_unwinder *uw)
 {
-	cp_unwtables_reset(uw->tables);
-	for (size_t i = 0; i < PAGE_CACHE_SLOTS; i++)
-		uw->pages[i].page = 0;
-	unw_flush_cache(uw->as, 0, 0);
-	unw_flush_cache(uw->as_ptrace, 0, 0);
-	uw->entry = cp_procfs_auxv(uw->pid, AT_ENTRY);
-	struct cp_maps *fresh;
-	if (cp_maps_read(uw->pid, &fresh) == 0) {
-		cp_maps_free(uw->maps);
-		uw->maps = fresh;
-	}
+	forget_all(uw);
+	cp_addrspace_refresh(uw->space);
+	take_view(uw);
+	uw->synced_epoch = uw->view->epoch;
+	uw->synced_generation = uw->view->generation;
 }
 
 
@@ -680,6 +749,7 @@ static size_t walk_snapshot(struct cp_unwinder *uw,
 			    uint32_t *needed)
 {
 	current = uw;
+	sync_space(uw);
 	uw->snap = snap;
 	uw->regs = snap->regs;
 	uw->lost = 0;
@@ -736,6 +806,7 @@ size_t cp_unwinder_unwind_ptrace(struct cp_unwinder *uw, pid_t tid,
 	if (!upt)
 		return 0;
 	current = uw;
+	sync_space(uw);
 	uw->snap = NULL;
 	uw->lost = 0;
 	uw->own_regs = false;

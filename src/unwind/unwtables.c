@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/target.h"
 #include "cprof/tpath.h"
@@ -93,6 +94,27 @@ void cp_unwtables_reset(struct cp_unwtables *t)
 	t->modules = NULL;
 	t->count = 0;
 	t->next_image = IMAGE_BASE;
+}
+
+void cp_unwtables_prune(struct cp_unwtables *t,
+			const struct cp_addrspace_view *view)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < t->count; i++) {
+		struct module *m = &t->modules[i];
+		const struct cp_addrspace_module *v =
+			cp_addrspace_view_module(view, m->base);
+		if (v && v->base == m->base && v->inode == m->inode &&
+		    strcmp(v->path, m->path) == 0) {
+			t->modules[kept++] = *m;
+			continue;
+		}
+		if (m->eh || m->debug)
+			t->dropped = true;
+		forget_tables(t, m);
+		free(m->path);
+	}
+	t->count = kept;
 }
 
 void cp_unwtables_free(struct cp_unwtables *t)

@@ -38,6 +38,13 @@ void cp_unwtables_free(struct cp_unwtables *tables);
 /* The target's mappings changed (exec): forget every module.  */
 void cp_unwtables_reset(struct cp_unwtables *tables);
 
+struct cp_addrspace_view;
+
+/* Forget the modules VIEW no longer has (same path, base and inode):
+ * unloaded.  cp_unwtables_dropped says so when one had tables.  */
+void cp_unwtables_prune(struct cp_unwtables *tables,
+			const struct cp_addrspace_view *view);
+
 /* The checked FDE describing PC, which lies in the file mapping MAP of
  * MAPS (the target's current mappings), or NULL.  Builds the module's
  * tables on first use.  Borrowed, valid until the next call of any
