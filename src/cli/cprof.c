@@ -22,6 +22,7 @@
 #include "cprof/error.h"
 #include "cprof/output.h"
 #include "cprof/profile.h"
+#include "cprof/report.h"
 #include "cprof/timeline.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -674,148 +675,6 @@ static int run_convert(struct options *o)
 
 /* ---------------------------------------------------------------- report */
 
-struct function_stat {
-	uint32_t function; /* string id */
-	uint64_t self;     /* samples with it as the leaf */
-	uint64_t total;    /* samples with it anywhere on the stack */
-	const char *name;
-};
-
-static int by_self(const void *a, const void *b)
-{
-	const struct function_stat *x = a, *y = b;
-	if (x->self != y->self)
-		return x->self < y->self ? 1 : -1;
-	if (x->total != y->total)
-		return x->total < y->total ? 1 : -1;
-	return strcmp(x->name, y->name);
-}
-
-static int by_total(const void *a, const void *b)
-{
-	const struct function_stat *x = a, *y = b;
-	if (x->total != y->total)
-		return x->total < y->total ? 1 : -1;
-	if (x->self != y->self)
-		return x->self < y->self ? 1 : -1;
-	return strcmp(x->name, y->name);
-}
-
-static int digits(uint64_t v)
-{
-	int n = 1;
-	while (v >= 10) {
-		v /= 10;
-		n++;
-	}
-	return n;
-}
-
-static void print_table(FILE *stream, const struct function_stat *stats,
-			size_t shown, size_t nfunctions, bool self_first,
-			uint64_t total, const char *unit)
-{
-	int w = digits(total);
-	if (w < 5)
-		w = 5;
-	fprintf(stream, "Top %zu of %zu functions by %s %s:\n", shown,
-		nfunctions, self_first ? "self" : "total", unit);
-	fprintf(stream, "%*s %7s  %*s %7s  %s\n", w,
-		self_first ? "self" : "total", self_first ? "self%" : "total%",
-		w, self_first ? "total" : "self", self_first ? "total%" : "self%",
-		"function");
-	for (size_t i = 0; i < shown; i++) {
-		const struct function_stat *s = &stats[i];
-		uint64_t first = self_first ? s->self : s->total;
-		uint64_t second = self_first ? s->total : s->self;
-		fprintf(stream, "%*" PRIu64 " %6.2f%%  %*" PRIu64 " %6.2f%%  %s\n",
-			w, first, 100.0 * (double)first / (double)total, w,
-			second, 100.0 * (double)second / (double)total,
-			s->name);
-	}
-}
-
-/* The report of PROFILE (read from NAME) on STREAM.  */
-static int write_report(const struct cp_profile *profile, const char *name,
-			long top, FILE *stream)
-{
-	/* Function string ids are below the largest one any line uses.  */
-	uint32_t nlocs = cp_profile_location_count(profile);
-	uint32_t max_fn = 0;
-	for (uint32_t i = 0; i < nlocs; i++) {
-		const struct cp_location *loc = cp_profile_location(profile, i);
-		for (uint32_t j = 0; j < loc->nlines; j++)
-			if (loc->lines[j].function > max_fn)
-				max_fn = loc->lines[j].function;
-	}
-	size_t nfn = (size_t)max_fn + 1;
-	struct function_stat *by_id = calloc(nfn, sizeof(*by_id));
-	/* The last sample that counted each function in its total, + 1: a
-	 * recursive function counts once per stack.  */
-	size_t *counted = calloc(nfn, sizeof(*counted));
-	struct function_stat *stats = NULL;
-	int rc = -CP_E_NOMEM;
-	if (!by_id || !counted)
-		goto out;
-
-	size_t nsamples;
-	const struct cp_sample *samples = cp_profile_samples(profile, &nsamples);
-	for (size_t i = 0; i < nsamples; i++) {
-		size_t depth;
-		const uint32_t *locs =
-			cp_profile_stack(profile, samples[i].stack, &depth);
-		bool leaf = true;
-		for (size_t k = 0; k < depth; k++) {
-			const struct cp_location *loc =
-				cp_profile_location(profile, locs[k]);
-			for (uint32_t j = 0; loc && j < loc->nlines; j++) {
-				uint32_t fn = loc->lines[j].function;
-				if (leaf)
-					by_id[fn].self += samples[i].count;
-				leaf = false;
-				if (counted[fn] != i + 1) {
-					counted[fn] = i + 1;
-					by_id[fn].total += samples[i].count;
-				}
-			}
-		}
-	}
-	size_t nfunctions = 0;
-	for (size_t fn = 0; fn < nfn; fn++)
-		nfunctions += by_id[fn].total > 0;
-	stats = malloc((nfunctions ? nfunctions : 1) * sizeof(*stats));
-	if (!stats)
-		goto out;
-	nfunctions = 0;
-	for (size_t fn = 0; fn < nfn; fn++) {
-		if (by_id[fn].total == 0)
-			continue;
-		stats[nfunctions] = by_id[fn];
-		stats[nfunctions].function = (uint32_t)fn;
-		stats[nfunctions].name =
-			cp_profile_string(profile, (uint32_t)fn);
-		nfunctions++;
-	}
-
-	uint64_t total = cp_profile_total(profile);
-	const char *unit = cp_profile_meta_const(profile)->unit;
-	size_t shown = top == 0 || (size_t)top > nfunctions ? nfunctions
-							     : (size_t)top;
-	fprintf(stream, "%s: %" PRIu64 " %s, %zu stacks, %zu functions\n\n",
-		name, total, unit, nsamples, nfunctions);
-	qsort(stats, nfunctions, sizeof(*stats), by_self);
-	print_table(stream, stats, shown, nfunctions, true, total, unit);
-	fputc('\n', stream);
-	qsort(stats, nfunctions, sizeof(*stats), by_total);
-	print_table(stream, stats, shown, nfunctions, false, total, unit);
-	rc = ferror(stream) ? -CP_E_SYS : 0;
-out:
-	free(by_id);
-	free(counted);
-	free(stats);
-	return rc;
-}
-
 static int run_report(struct options *o)
 {
 	struct cp_output *out = NULL;
@@ -827,8 +686,11 @@ static int run_report(struct options *o)
 		cp_output_abort(out);
 		return code;
 	}
-	int rc = write_report(profile, input_name(o->inputs[0]), o->top,
-			      cp_output_stream(out));
+	struct cp_report_options ro = {
+		.top = (size_t)o->top,
+		.name = input_name(o->inputs[0]),
+	};
+	int rc = cp_report_write(profile, &ro, cp_output_stream(out));
 	code = finish_output(out, rc, o);
 	cp_profile_free(profile);
 	return code;
