@@ -4,7 +4,10 @@
  *     profile: self and total weights, a recursive function counted once
  *     per stack, inlined lines counting as functions, the order of both
  *     tables, --top, the unit taken from the profile (bytes for a heap
- *     profile), an empty profile, a stream that cannot be written.  */
+ *     profile), an empty profile, a stream that cannot be written;
+ *   - diff (cp_diff_*) of two hand-built profiles: stacks of either,
+ *     merged across threads and locations of one name, byte order,
+ *     normalizing (rounded half up), the folded text.  */
 #include <check.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cprof/diff.h"
 #include "cprof/error.h"
 #include "cprof/profile.h"
 #include "cprof/report.h"
@@ -192,6 +196,91 @@ START_TEST(report_write_error)
 }
 END_TEST
 
+/* --------------------------------------------------------------- diff */
+
+START_TEST(diff_two_profiles)
+{
+	/* before: main;parse;hash;hash 5 + main;parse 3 + main;parse;hash 2
+	 * + main;work;lookup_[i] 10 (sample_profile), total 20.  */
+	struct cp_profile *before = sample_profile();
+	/* after: main;parse 4 on two threads through two locations of one
+	 * name, main;idle 6, an empty stack 2; total 12.  */
+	struct cp_profile *after = cp_profile_new();
+	uint32_t main_ = location(after, (const char *[]){"main", NULL});
+	uint32_t parse1 = location(after, (const char *[]){"parse", NULL});
+	uint32_t parse2 = location(after, (const char *[]){"parse", NULL});
+	uint32_t idle = location(after, (const char *[]){"idle", NULL});
+	add(after, 1, (uint32_t[]){parse1, main_}, 2, 1);
+	add(after, 2, (uint32_t[]){parse2, main_}, 2, 3);
+	add(after, 1, (uint32_t[]){idle, main_}, 2, 6);
+	add(after, 3, NULL, 0, 2);
+
+	struct cp_diff *d;
+	ck_assert_int_eq(cp_diff_new(before, after, false, &d), 0);
+	size_t n;
+	const struct cp_diff_stack *s = cp_diff_stacks(d, &n);
+	static const struct {
+		const char *stack;
+		uint64_t before, after, normalized;
+	} want[] = {
+		{"", 0, 2, 0},
+		{"main;idle", 0, 6, 0},
+		{"main;parse", 3, 4, 2},          /* 3 * 12 / 20 = 1.8 */
+		{"main;parse;hash", 2, 0, 1},     /* 1.2 */
+		{"main;parse;hash;hash", 5, 0, 3}, /* 3.0 */
+		{"main;work;lookup_[i]", 10, 0, 6}, /* 6.0 */
+	};
+	ck_assert_uint_eq(n, sizeof(want) / sizeof(want[0]));
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_str_eq(s[i].stack, want[i].stack);
+		ck_assert_uint_eq(s[i].before, want[i].before);
+		ck_assert_uint_eq(s[i].after, want[i].after);
+	}
+	char *text = NULL;
+	size_t size = 0;
+	FILE *mem = open_memstream(&text, &size);
+	ck_assert_int_eq(cp_diff_write_folded(d, mem), 0);
+	fclose(mem);
+	ck_assert_str_eq(text, " 0 2\n"
+			       "main;idle 0 6\n"
+			       "main;parse 3 4\n"
+			       "main;parse;hash 2 0\n"
+			       "main;parse;hash;hash 5 0\n"
+			       "main;work;lookup_[i] 10 0\n");
+	free(text);
+	cp_diff_free(d);
+
+	ck_assert_int_eq(cp_diff_new(before, after, true, &d), 0);
+	s = cp_diff_stacks(d, &n);
+	ck_assert_uint_eq(n, sizeof(want) / sizeof(want[0]));
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_str_eq(s[i].stack, want[i].stack);
+		ck_assert_uint_eq(s[i].before, want[i].normalized);
+		ck_assert_uint_eq(s[i].after, want[i].after);
+	}
+	cp_diff_free(d);
+
+	/* Against an empty profile: every stack of the other, 0 on the
+	 * empty side; normalizing an empty BEFORE changes nothing.  */
+	struct cp_profile *empty = cp_profile_new();
+	ck_assert_int_eq(cp_diff_new(empty, after, true, &d), 0);
+	s = cp_diff_stacks(d, &n);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(s[2].stack, "main;parse");
+	ck_assert_uint_eq(s[2].before, 0);
+	ck_assert_uint_eq(s[2].after, 4);
+	cp_diff_free(d);
+	ck_assert_int_eq(cp_diff_new(empty, empty, false, &d), 0);
+	cp_diff_stacks(d, &n);
+	ck_assert_uint_eq(n, 0);
+	cp_diff_free(d);
+	cp_diff_free(NULL);
+	cp_profile_free(empty);
+	cp_profile_free(before);
+	cp_profile_free(after);
+}
+END_TEST
+
 static Suite *analysis_suite(void)
 {
 	Suite *s = suite_create("analysis");
@@ -201,6 +290,9 @@ static Suite *analysis_suite(void)
 	tcase_add_test(tc, report_unit_from_profile);
 	tcase_add_test(tc, report_empty_profile);
 	tcase_add_test(tc, report_write_error);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("diff");
+	tcase_add_test(tc, diff_two_profiles);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cprof/diff.h"
 #include "cprof/error.h"
 #include "cprof/output.h"
 #include "cprof/profile.h"
@@ -468,112 +469,6 @@ static int run_flamegraph(struct options *o)
 
 /* ------------------------------------------------------------------ diff */
 
-/* One line of folded text: the stack (not NUL-terminated) and count.  */
-struct folded_line {
-	const char *stack;
-	size_t len;
-	uint64_t count;
-};
-
-/* Render PROFILE as folded text into *TEXT and split it into lines (which
- * point into *TEXT), sorted by stack as cp_write_folded sorts them.  */
-static int folded_lines(const struct cp_profile *profile, char **text,
-			struct folded_line **lines, size_t *n)
-{
-	size_t size = 0;
-	FILE *mem = open_memstream(text, &size);
-	if (!mem)
-		return -CP_E_NOMEM;
-	int rc = cp_write_folded(profile, NULL, mem);
-	if (fclose(mem) != 0 && rc == 0)
-		rc = -CP_E_NOMEM;
-	if (rc < 0)
-		return rc;
-	size_t count = 0, cap = 0;
-	*lines = NULL;
-	for (char *p = *text; *p;) {
-		char *eol = strchr(p, '\n');
-		if (!eol)
-			eol = p + strlen(p);
-		char *space = eol;
-		while (space > p && space[-1] != ' ')
-			space--;
-		if (count == cap) {
-			cap = cap ? 2 * cap : 256;
-			struct folded_line *grown =
-				realloc(*lines, cap * sizeof(*grown));
-			if (!grown)
-				return -CP_E_NOMEM;
-			*lines = grown;
-		}
-		(*lines)[count++] = (struct folded_line){
-			.stack = p,
-			.len = space > p ? (size_t)(space - 1 - p) : 0,
-			.count = strtoull(space, NULL, 10),
-		};
-		p = *eol ? eol + 1 : eol;
-	}
-	*n = count;
-	return 0;
-}
-
-static int compare_stacks(const struct folded_line *a,
-			  const struct folded_line *b)
-{
-	size_t n = a->len < b->len ? a->len : b->len;
-	int c = memcmp(a->stack, b->stack, n);
-	if (c)
-		return c;
-	return (a->len > b->len) - (a->len < b->len);
-}
-
-/* "stack BEFORE AFTER" for every stack of either profile, sorted by stack
- * text; with NORMALIZE the BEFORE counts scaled to AFTER's total, rounded
- * half up.  */
-static int write_diff_folded(const struct cp_profile *before,
-			     const struct cp_profile *after, bool normalize,
-			     FILE *stream)
-{
-	char *text[2] = {NULL, NULL};
-	struct folded_line *lines[2] = {NULL, NULL};
-	size_t n[2] = {0, 0};
-	int rc = folded_lines(before, &text[0], &lines[0], &n[0]);
-	if (rc == 0)
-		rc = folded_lines(after, &text[1], &lines[1], &n[1]);
-	uint64_t total_before = cp_profile_total(before);
-	uint64_t total_after = cp_profile_total(after);
-	/* Both lists are in strcmp order, which for text without NULs is
-	 * byte order: merge them.  */
-	for (size_t i = 0, j = 0; rc == 0 && (i < n[0] || j < n[1]);) {
-		int c = i == n[0] ? 1
-			: j == n[1] ? -1
-				    : compare_stacks(&lines[0][i], &lines[1][j]);
-		const struct folded_line *line = c <= 0 ? &lines[0][i]
-							: &lines[1][j];
-		uint64_t b = c <= 0 ? lines[0][i].count : 0;
-		uint64_t a = c >= 0 ? lines[1][j].count : 0;
-		if (normalize && total_before > 0) {
-			unsigned __int128 scaled =
-				((unsigned __int128)b * total_after * 2 +
-				 total_before) /
-				((unsigned __int128)total_before * 2);
-			b = scaled > UINT64_MAX ? UINT64_MAX : (uint64_t)scaled;
-		}
-		if (fprintf(stream, "%.*s %" PRIu64 " %" PRIu64 "\n",
-			    (int)line->len, line->stack, b, a) < 0)
-			rc = -CP_E_SYS;
-		if (c <= 0)
-			i++;
-		if (c >= 0)
-			j++;
-	}
-	free(text[0]);
-	free(text[1]);
-	free(lines[0]);
-	free(lines[1]);
-	return rc;
-}
-
 static int run_diff(struct options *o)
 {
 	if (!o->format)
@@ -598,8 +493,11 @@ static int run_diff(struct options *o)
 	}
 	int rc;
 	if (folded) {
-		rc = write_diff_folded(before, after, o->normalize,
-				       cp_output_stream(out));
+		struct cp_diff *diff;
+		rc = cp_diff_new(before, after, o->normalize, &diff);
+		if (rc == 0)
+			rc = cp_diff_write_folded(diff, cp_output_stream(out));
+		cp_diff_free(diff);
 	} else {
 		struct cp_svg_options so = svg_options(o, after);
 		if (!so.title)
