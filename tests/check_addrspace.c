@@ -173,7 +173,8 @@ START_TEST(test_live_modules)
 	const struct cp_addrspace_module *exe =
 		module_named(v->modules, v->nmodules, "/plugin-host");
 	ck_assert_ptr_nonnull(exe);
-	ck_assert_int_ge(exe->fd, 0);
+	ck_assert_int_ge(cp_addrspace_module_open(exe), 0);
+	ck_assert_int_eq(cp_addrspace_module_open(exe), exe->fd);
 	struct stat st;
 	ck_assert_int_eq(fstat(exe->fd, &st), 0);
 	ck_assert_uint_eq((uint64_t)st.st_ino, exe->inode);
@@ -195,14 +196,15 @@ START_TEST(test_live_modules)
 	const struct cp_addrspace_module *libc =
 		module_named(v->modules, v->nmodules, "/libc.so.6");
 	ck_assert_ptr_nonnull(libc);
-	ck_assert_int_ge(libc->fd, 0);
+	ck_assert_int_ge(cp_addrspace_module_open(libc), 0);
 	ck_assert(libc->executable);
 	/* The vDSO is a module without a file.  */
 	bool vdso = false;
 	for (size_t i = 0; i < v->nmodules; i++)
 		if (v->modules[i]->vdso) {
 			vdso = true;
-			ck_assert_int_eq(v->modules[i]->fd, -1);
+			ck_assert_int_eq(cp_addrspace_module_open(v->modules[i]),
+					 -1);
 		}
 	ck_assert(vdso);
 	/* Modules are sorted and do not overlap.  */
@@ -213,9 +215,10 @@ START_TEST(test_live_modules)
 }
 END_TEST
 
-/* plugin-host dlopen()s libplugin.so and dlclose()s it: a refresh after
- * each sees it come (a new generation) and go (into the gone modules,
- * its file still open), and a view taken in between stays as it was.  */
+/* plugin-host dlopen()s libplugin.so and dlclose()s it: a capture after
+ * the one sees it come (a new generation, its file opened), a refresh
+ * after the other sees it go (into the gone modules, its file still
+ * open), and a view taken in between stays as it was.  */
 START_TEST(test_dlopen_dlclose)
 {
 	struct tu_proc *fixture = ready(tu_fixture_start("plugin-host",
@@ -231,14 +234,16 @@ START_TEST(test_dlopen_dlclose)
 	ck_assert_msg(tu_proc_wait_line(fixture, "loaded", PLUGIN_TIMEOUT_MS),
 		      "plugin-host did not load the plugin (stdout: %s)",
 		      fixture->output);
-	ck_assert_int_eq(cp_addrspace_refresh(as), 0);
+	ck_assert_int_eq(cp_addrspace_capture(as), 0);
 	const struct cp_addrspace_view *loaded = cp_addrspace_view(as);
 	ck_assert_uint_gt(loaded->generation, before->generation);
 	ck_assert_uint_eq(loaded->epoch, epoch);
 	const struct cp_addrspace_module *plugin =
 		module_named(loaded->modules, loaded->nmodules, "/libplugin.so");
 	ck_assert_ptr_nonnull(plugin);
+	/* Opened by the capture: a second open is the same descriptor.  */
 	ck_assert_int_ge(plugin->fd, 0);
+	ck_assert_int_eq(cp_addrspace_module_open(plugin), plugin->fd);
 	ck_assert(plugin->executable);
 	ck_assert_ptr_nonnull(plugin->build_id);
 	ck_assert(cp_addrspace_has(as, plugin->start));
@@ -290,7 +295,7 @@ START_TEST(test_exec_epoch)
 	/* Something gone in the old epoch.  */
 	ck_assert_int_eq(kill(fixture->pid, SIGUSR1), 0);
 	ck_assert(tu_proc_wait_line(fixture, "loaded", PLUGIN_TIMEOUT_MS));
-	ck_assert_int_eq(cp_addrspace_refresh(as), 0);
+	ck_assert_int_eq(cp_addrspace_capture(as), 0);
 	ck_assert(tu_proc_wait_line(fixture, "unloaded", PLUGIN_TIMEOUT_MS));
 	ck_assert_int_eq(cp_addrspace_refresh(as), 0);
 	const struct cp_addrspace_view *old = cp_addrspace_view(as);
@@ -449,7 +454,8 @@ static void *refresh_thread(void *arg)
 	for (int i = 0; i < r->rounds; i++) {
 		/* An exec now and then: every module made anew.  */
 		int rc = i % 50 == 49 ? cp_addrspace_exec(r->as)
-				      : cp_addrspace_refresh(r->as);
+			 : i % 2	   ? cp_addrspace_capture(r->as)
+					   : cp_addrspace_refresh(r->as);
 		if (rc != 0)
 			r->failures++;
 	}
@@ -473,6 +479,7 @@ START_TEST(test_concurrent_views)
 		ck_assert_ptr_nonnull(exe);
 		ck_assert_ptr_eq(cp_addrspace_view_module(v, exe->start), exe);
 		struct stat st;
+		ck_assert_int_ge(cp_addrspace_module_open(exe), 0);
 		ck_assert_int_eq(fstat(exe->fd, &st), 0);
 		cp_addrspace_view_release(v);
 	}

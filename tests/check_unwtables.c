@@ -31,9 +31,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/ehframe.h"
 #include "cprof/error.h"
+#include "cprof/procfs.h"
 #include "testutil.h"
+#include "unwind/unwtables.h"
 
 #define READY_TIMEOUT_MS 15000
 #define RUN_TIMEOUT_MS 30000
@@ -1320,6 +1323,58 @@ static size_t random_patches(uint64_t seed, const char **fixture,
 	return n;
 }
 
+/* The unwinder's tables follow the address space: a module the view no
+ * longer has (unloaded, here libc taken out of our own mappings) loses
+ * its tables, and says so (libunwind's cached rules must go too); one
+ * still there keeps them.  */
+START_TEST(test_tables_follow_addrspace)
+{
+	struct cp_addrspace *as = NULL;
+	struct cp_unwtables *tables = NULL;
+	ck_assert_int_eq(cp_addrspace_new(getpid(), &as), 0);
+	ck_assert_int_eq(cp_unwtables_new(getpid(), &tables), 0);
+	const struct cp_addrspace_view *v = cp_addrspace_view(as);
+	uint64_t pc = (uint64_t)(uintptr_t)&getppid + 1;
+	const struct cp_map *map = cp_maps_find(v->maps, pc);
+	ck_assert_ptr_nonnull(map);
+	ck_assert_ptr_nonnull(strstr(map->path, "libc.so"));
+	ck_assert_ptr_nonnull(cp_unwtables_find(tables, v->maps, map, pc));
+	ck_assert(!cp_unwtables_dropped(tables));
+	cp_unwtables_prune(tables, v);
+	ck_assert(!cp_unwtables_dropped(tables));
+
+	/* Our mappings without libc's.  */
+	char *text, *kept;
+	size_t len, klen = 0;
+	ck_assert_int_eq(cp_procfs_slurp("/proc/self/maps", &text, &len), 0);
+	kept = malloc(len + 1);
+	ck_assert_ptr_nonnull(kept);
+	for (const char *line = text; line < text + len;) {
+		const char *nl = memchr(line, '\n', (size_t)(text + len - line));
+		size_t n = nl ? (size_t)(nl - line) + 1
+			      : (size_t)(text + len - line);
+		if (!memmem(line, n, "libc.so", 7)) {
+			memcpy(kept + klen, line, n);
+			klen += n;
+		}
+		line += n;
+	}
+	ck_assert_int_eq(cp_addrspace_apply_maps(as, kept, klen, true), 0);
+	const struct cp_addrspace_view *without = cp_addrspace_view(as);
+	ck_assert_ptr_null(cp_addrspace_view_module(without, pc));
+	cp_unwtables_prune(tables, without);
+	ck_assert(cp_unwtables_dropped(tables));
+	/* Asked again (libc back), the tables are built anew.  */
+	ck_assert_ptr_nonnull(cp_unwtables_find(tables, v->maps, map, pc));
+	cp_addrspace_view_release(without);
+	cp_addrspace_view_release(v);
+	free(kept);
+	free(text);
+	cp_unwtables_free(tables);
+	cp_addrspace_free(as);
+}
+END_TEST
+
 /* Batch _i of the random corruptions: each copy profiled in CPU mode,
  * then in heap mode, on the same target; four copies at a time (most of
  * a run's time is cprof-attach starting and stopping, not CPU; the
@@ -1393,6 +1448,7 @@ static Suite *unwtables_suite(void)
 	tcase_add_test(saved, test_musl_stale_return_address);
 	tcase_add_test(saved, test_bare_frames);
 	tcase_add_test(saved, test_signal_frames);
+	tcase_add_test(saved, test_tables_follow_addrspace);
 	suite_add_tcase(suite, saved);
 
 	TCase *random = tcase_create("random corruptions");

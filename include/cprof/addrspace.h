@@ -39,11 +39,12 @@ struct cp_addrspace_module {
 	uint64_t inode;        /* of the mapped file, 0 for the vDSO */
 	bool executable;       /* one of its mappings is */
 	bool vdso;
-	/* The mapped file, opened when the module was first seen, by the
-	 * rules of cprof/tpath.h (through /proc/PID/map_files, or by path
-	 * in the target's root while it is the inode mapped); -1 when it
-	 * could not be (tried again at the next refresh).  Borrowed: dup
-	 * it to keep it.  */
+	/* What follows is valid once cp_addrspace_module_open returned
+	 * (it is filled in by the first call, on any thread).  The mapped
+	 * file, opened by the rules of cprof/tpath.h (through
+	 * /proc/PID/map_files, or by path in the target's root while it is
+	 * the inode mapped); -1 when it could not be.  Borrowed: dup it to
+	 * keep it.  */
 	int fd;
 	struct stat st;        /* of FD */
 	const char *file_name; /* what the open called it, or NULL */
@@ -60,10 +61,10 @@ struct cp_addrspace_view {
 	const struct cp_maps *maps;  /* every mapping, in address order */
 	const struct cp_addrspace_module *const *modules; /* by address */
 	size_t nmodules;
-	/* Modules of this epoch that refreshes found gone (unloaded), the
-	 * most recent first, at most CP_ADDRSPACE_GONE_MAX, their files
-	 * still open: addresses sampled before the unload are still named
-	 * by them.  */
+	/* Modules of this epoch that refreshes found gone (unloaded) with
+	 * their files open (cp_addrspace_module_open), at most
+	 * CP_ADDRSPACE_GONE_MAX, the most recent first: addresses sampled
+	 * before the unload are still named by them.  */
 	const struct cp_addrspace_module *const *gone;
 	size_t ngone;
 };
@@ -90,6 +91,20 @@ pid_t cp_addrspace_pid(const struct cp_addrspace *as);
  * nothing changed: the view stays the same (one or two reads of the
  * maps).  Returns 0, -CP_E_NOPROC (gone), -CP_E_NOMEM or -CP_E_SYS.  */
 int cp_addrspace_refresh(struct cp_addrspace *as);
+
+/* Open MOD's file (by the rules above) if no call did yet, and read its
+ * load bias and build id; thread-safe.  Returns MOD->fd (-1: it could
+ * not be opened; not tried again for this module).  A module is opened
+ * when first needed, not when a refresh finds it (a --dump names the
+ * stacks of a few modules of hundreds): a capture opens them while the
+ * target lives.  */
+int cp_addrspace_module_open(const struct cp_addrspace_module *mod);
+
+/* A refresh that also opens the files of every executable module (the
+ * only ones a lookup reads), while the target lives: names are looked up
+ * later, on another thread, maybe after the target exited and its
+ * /proc/PID/map_files went with it.  Returns as cp_addrspace_refresh.  */
+int cp_addrspace_capture(struct cp_addrspace *as);
 
 /* Take TEXT (LEN bytes in the format of /proc/PID/maps) as the mappings,
  * as if a refresh had read them (STABLE: two reads agreed), by the same

@@ -91,10 +91,9 @@ void cp_symbols_refresh(struct cp_symbols *symbols);
 
 /* Record the target's mappings now and keep its modules' files open (by
  * the rules of cprof/tpath.h), for names looked up later, even after the
- * target has exited: a refresh of the address space (cp_addrspace_refresh,
- * which is all this does), whose view a later re-read falls back on when
- * the target is gone, and whose modules found unloaded are kept open as
- * gone ones.  Meant for the tracer thread while the target is alive
+ * target has exited: cp_addrspace_capture, which is all this does; a
+ * later re-read falls back on its view when the target is gone, and the
+ * modules it finds unloaded stay open as gone ones.  Meant for the tracer thread while the target is alive
  * (stopped or not), with lookups going on in another thread: this is the
  * one function safe to call concurrently with the others.  Cheap when the
  * target's mappings did not change (one or two reads of /proc/PID/maps).

@@ -37,6 +37,13 @@
 struct module {
 	struct cp_addrspace_module pub;   /* first: a pub pointer is ours */
 	atomic_int refs;
+	pid_t pid;
+	/* Its file is opened on first need (cp_addrspace_module_open):
+	 * PUB's file fields are written once, under OPEN_LOCK.  */
+	pthread_mutex_t open_lock;
+	atomic_bool open_tried;
+	struct cp_map first;              /* its mapping at file offset 0 */
+	bool have_first;
 };
 
 struct view {
@@ -65,6 +72,7 @@ static void module_unref(struct module *m)
 		return;
 	if (m->pub.fd >= 0)
 		close(m->pub.fd);
+	pthread_mutex_destroy(&m->open_lock);
 	free((char *)m->pub.path);
 	free((char *)m->pub.file_name);
 	free((char *)m->pub.build_id);
@@ -144,34 +152,65 @@ static void read_elf_info(struct module *m)
 	}
 }
 
-/* A new module for RANGE of MAPS, its file opened now.  */
+/* A new module for RANGE of MAPS; its file is opened when first
+ * needed.  */
 static struct module *module_new(pid_t pid, const struct cp_maps *maps,
-				 const struct cp_tpath_creds *creds,
 				 const struct cp_addrspace_module *range)
 {
 	struct module *m = calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
 	atomic_init(&m->refs, 1);
+	atomic_init(&m->open_tried, range->vdso);
+	pthread_mutex_init(&m->open_lock, NULL);
+	m->pid = pid;
 	m->pub = *range;
 	m->pub.fd = -1;
 	m->pub.file_name = NULL;
 	m->pub.build_id = NULL;
 	m->pub.path = strdup(range->path);
 	if (!m->pub.path) {
+		pthread_mutex_destroy(&m->open_lock);
 		free(m);
 		return NULL;
 	}
-	if (m->pub.vdso)
-		return m;
-	struct cp_modfiles mf = {.pid = pid, .maps = maps, .creds = creds};
-	char *file_name = NULL;
-	m->pub.fd = cp_modfiles_open_module(&mf, m->pub.path, &m->pub.st,
-					    &file_name);
-	m->pub.file_name = file_name;
-	if (m->pub.fd >= 0)
-		read_elf_info(m);
+	/* The mapping /proc/PID/map_files opens it by (modfiles.c).  */
+	for (size_t i = 0; i < maps->count && !m->have_first; i++) {
+		const struct cp_map *mm = &maps->maps[i];
+		if (mm->offset == 0 && mm->inode == range->inode &&
+		    mm->start >= range->start && mm->end <= range->end &&
+		    strcmp(mm->path, range->path) == 0) {
+			m->first = *mm;
+			m->first.path = (char *)m->pub.path;
+			m->have_first = true;
+		}
+	}
 	return m;
+}
+
+int cp_addrspace_module_open(const struct cp_addrspace_module *mod)
+{
+	struct module *m = (struct module *)mod;
+	if (atomic_load(&m->open_tried))
+		return m->pub.fd;
+	pthread_mutex_lock(&m->open_lock);
+	if (!atomic_load(&m->open_tried)) {
+		struct cp_tpath_creds creds;
+		bool have_creds = cp_tpath_creds_read(m->pid, &creds) == 0;
+		struct cp_maps first = {&m->first, m->have_first ? 1 : 0};
+		struct cp_modfiles mf = {
+			.pid = m->pid, .maps = &first,
+			.creds = have_creds ? &creds : NULL};
+		char *file_name = NULL;
+		m->pub.fd = cp_modfiles_open_module(&mf, m->pub.path,
+						    &m->pub.st, &file_name);
+		m->pub.file_name = file_name;
+		if (m->pub.fd >= 0)
+			read_elf_info(m);
+		atomic_store(&m->open_tried, true);
+	}
+	pthread_mutex_unlock(&m->open_lock);
+	return m->pub.fd;
 }
 
 /* ------------------------------------------------------------ views */
@@ -395,8 +434,7 @@ static struct view *build_view(struct cp_addrspace *as, struct view *old,
 	struct module **mods = calloc(n + nold + 1, sizeof(*mods));
 	struct module **gone = calloc(CP_ADDRSPACE_GONE_MAX, sizeof(*gone));
 	bool *seen = calloc(nold + 1, sizeof(*seen));
-	struct cp_tpath_creds creds;
-	bool have_creds = false, creds_read = false, changed = !same_epoch;
+	bool changed = !same_epoch;
 	size_t count = 0, ngone = 0;
 	if (!mods || !gone || !seen)
 		goto fail;
@@ -409,13 +447,7 @@ static struct view *build_view(struct cp_addrspace *as, struct view *old,
 				m = module_ref(old->modules[j]);
 			}
 		if (!m) {
-			if (!creds_read) {
-				have_creds = cp_tpath_creds_read(as->pid,
-								 &creds) == 0;
-				creds_read = true;
-			}
-			m = module_new(as->pid, maps,
-				       have_creds ? &creds : NULL, &ranges[i]);
+			m = module_new(as->pid, maps, &ranges[i]);
 			if (!m)
 				goto fail;
 			changed = true;
@@ -436,7 +468,9 @@ static struct view *build_view(struct cp_addrspace *as, struct view *old,
 			continue;
 		}
 		changed = true;
-		if (o->pub.fd >= 0 && ngone < CP_ADDRSPACE_GONE_MAX)
+		/* Only an open file still names it: its mapping is gone.  */
+		if (atomic_load(&o->open_tried) && o->pub.fd >= 0 &&
+		    ngone < CP_ADDRSPACE_GONE_MAX)
 			gone[ngone++] = module_ref(o);
 	}
 	for (size_t j = 0; j < ngone_old && ngone < CP_ADDRSPACE_GONE_MAX; j++)
@@ -542,6 +576,19 @@ int cp_addrspace_refresh(struct cp_addrspace *as)
 	int rc = refresh_locked(as, atomic_load(&as->epoch));
 	pthread_mutex_unlock(&as->refresh_lock);
 	return rc;
+}
+
+int cp_addrspace_capture(struct cp_addrspace *as)
+{
+	int rc = cp_addrspace_refresh(as);
+	if (rc < 0)
+		return rc;
+	const struct cp_addrspace_view *v = cp_addrspace_view(as);
+	for (size_t i = 0; i < v->nmodules; i++)
+		if (v->modules[i]->executable)
+			cp_addrspace_module_open(v->modules[i]);
+	cp_addrspace_view_release(v);
+	return 0;
 }
 
 int cp_addrspace_apply_maps(struct cp_addrspace *as, const char *text,
@@ -669,7 +716,7 @@ size_t cp_addrspace_module_symbols(const struct cp_addrspace_module *mod,
 				   const char *const *names, size_t n,
 				   unsigned flags, uint64_t *values)
 {
-	if (!mod || mod->fd < 0)
+	if (!mod || cp_addrspace_module_open(mod) < 0)
 		return 0;
 	return elf_symbols(mod->fd, names, n, values,
 			   mod->elf ? mod->bias : mod->base, false, flags);
@@ -853,7 +900,8 @@ int cp_addrspace_find_symbols(struct cp_addrspace *as,
 		goto out;
 	}
 	for (size_t i = 0; i < nmods; i++) {
-		int fd = mods[i].mod && mods[i].mod->fd >= 0 ? mods[i].mod->fd
+		int fd = mods[i].mod && cp_addrspace_module_open(mods[i].mod) >= 0
+				 ? mods[i].mod->fd
 			 : mods[i].executable		      ? exe_fd
 								      : -1;
 		if (fd < 0)

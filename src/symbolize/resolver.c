@@ -35,6 +35,7 @@ struct cp_resolver {
 	struct cp_profile *profile;
 	/* sampler side only */
 	uint64_t epoch;              /* the address space's, last seen */
+	bool captured;               /* a capture was made in EPOCH */
 	uint32_t generation;         /* PROFILE's; bumped by a rebind */
 	size_t pending;              /* PROFILE's addresses not named yet */
 	/* The profile before the last rebind, until its names are in (the
@@ -222,6 +223,7 @@ uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
 	uint64_t epoch = cp_addrspace_epoch(cp_symbols_addrspace(res->symbols));
 	if (epoch != res->epoch) {
 		res->epoch = epoch;
+		res->captured = false;
 		cp_resolver_reset(res);
 	}
 	uint64_t hash = cp_hash_u64(address);
@@ -250,7 +252,8 @@ uint32_t cp_resolver_location(struct cp_resolver *res, uint64_t address)
 	/* Its module is kept while the target lives, before the
 	 * symbolizer thread (which may lag far behind under load) looks:
 	 * a library may be unloaded by then, the target gone.  */
-	if (!res->capture && !cp_symbols_capture_has(res->symbols, pc))
+	if (!res->capture && (!res->captured ||
+			      !cp_symbols_capture_has(res->symbols, pc)))
 		res->capture = true;
 	if (!cp_hashidx_insert(&res->index, hash, id) ||
 	    !push(&res->outbox,
@@ -323,6 +326,7 @@ static void collect(struct cp_resolver *res, bool wait_idle)
 	struct job_list finished = {0};
 	if (res->capture && !wait_idle) {
 		res->capture = false;
+		res->captured = true;
 		cp_symbols_capture(res->symbols);
 	}
 	pthread_mutex_lock(&res->lock);

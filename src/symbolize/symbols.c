@@ -379,7 +379,7 @@ static int open_kept(struct cp_symbols *s, Dwfl_Module *mod,
 		if (s->view->gone[i]->start == low &&
 		    strcmp(s->view->gone[i]->path, modname) == 0)
 			kept = s->view->gone[i];
-	if (!kept || kept->fd < 0 || !kept->file_name)
+	if (!kept || cp_addrspace_module_open(kept) < 0 || !kept->file_name)
 		return -1;
 	*file_name = strdup(kept->file_name);
 	int fd = *file_name ? fcntl(kept->fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -1145,7 +1145,7 @@ uint64_t cp_symbols_generation(const struct cp_symbols *s)
 
 int cp_symbols_capture(struct cp_symbols *s)
 {
-	return cp_addrspace_refresh(s->space);
+	return cp_addrspace_capture(s->space);
 }
 
 struct cp_addrspace *cp_symbols_addrspace(const struct cp_symbols *s)
