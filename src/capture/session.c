@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "cprof/symbols.h"
@@ -24,6 +25,7 @@ struct cp_session {
 	struct cp_session_config config;
 	struct cp_target *target;
 	pid_t pid;
+	struct cp_addrspace *space;    /* the target's, shared by the two: */
 	struct cp_unwinder *unwinder;
 	struct cp_symbols *symbols;
 	int exit_status;              /* of a launched command, -1 unknown */
@@ -76,7 +78,10 @@ static int set_up(struct cp_session *s)
 	s->pid = cp_target_pid(s->target);
 	if (s->config.cancel)
 		cp_target_set_cancel(s->target, s->config.cancel);
-	int rc = cp_unwinder_new(s->pid, &s->unwinder);
+	int rc = cp_addrspace_new(s->pid, &s->space);
+	if (rc < 0)
+		return rc;
+	rc = cp_unwinder_new_in(s->space, &s->unwinder);
 	if (rc < 0)
 		return rc;
 	struct cp_symbols_options so = {
@@ -88,15 +93,17 @@ static int set_up(struct cp_session *s)
 		.warn = s->config.warn,
 		.warn_arg = s->config.warn_arg,
 	};
-	return cp_symbols_new(s->pid, &so, &s->symbols);
+	return cp_symbols_new_in(s->space, &so, &s->symbols);
 }
 
 static void tear_down(struct cp_session *s)
 {
 	cp_symbols_free(s->symbols);
 	cp_unwinder_free(s->unwinder);
+	cp_addrspace_free(s->space);
 	s->symbols = NULL;
 	s->unwinder = NULL;
+	s->space = NULL;
 }
 
 int cp_session_attach(struct cp_session *s, pid_t pid, const pid_t *tids,
