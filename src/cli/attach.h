@@ -1,0 +1,84 @@
+/* cprof-attach's parts: the options (attach_options.c), the signal
+ * handling of the visible and the tracing process (attach_signals.c),
+ * and the runs over the session (cprof-attach.c).  */
+#ifndef CPROF_CLI_ATTACH_H
+#define CPROF_CLI_ATTACH_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cprof/capture.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+/* Launch mode: cprof-attach exits with the command's status, so its own
+ * failures have codes of their own, those of env(1), nohup(1) and
+ * timeout(1): 125 for a failure of ours once the command ran, 126 for a
+ * COMMAND that cannot be run, 127 for one not found.  */
+enum { EXIT_LAUNCH_FAILED = 125, EXIT_CANNOT_RUN = 126, EXIT_NOT_FOUND = 127 };
+
+
+struct options {
+	double duration;
+	unsigned frequency;
+	const char *output;
+	bool wall;
+	pid_t *tids;
+	size_t ntids;
+	bool threads;
+	size_t max_depth;
+	enum cp_unwind_mode unwind_mode;
+	bool quiet;
+	int verbose;
+	bool dump;
+	const char *format;
+	const char **debuginfo_dirs;
+	size_t n_debuginfo_dirs;
+	bool no_debuginfod, no_demangle, no_inline, lines;
+	unsigned min_samples;
+	bool heap;
+	int heap_metric;
+	size_t top;
+	pid_t pid;
+	char **command;
+};
+
+
+/* Parse the command line into O (defaults first); exits 2 with one line
+ * on a usage error, 0 after --help or --version.  */
+void parse_options(int argc, char **argv, struct options *o);
+
+/* "cprof-attach: " + the message + newline, on stderr.  */
+void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------ signals */
+
+/* The only globals: what the signal handlers need (attach_signals.c).  */
+extern volatile sig_atomic_t stop_requested;  /* first SIGINT/TERM/HUP */
+extern volatile sig_atomic_t force_requested; /* a second one: stop now */
+extern volatile sig_atomic_t target_written;  /* bytes of ours are in the
+					       * target (heap mode) */
+extern volatile pid_t launched_child;
+extern int launched_status;                   /* its wait status, once
+					       * collected by the target */
+extern volatile sig_atomic_t own_failure;     /* our failure's exit code */
+extern pid_t visible_pid;                     /* the process the user sees */
+extern bool ignored_at_start[NSIG];
+
+/* SIGINT, SIGTERM and SIGHUP.  */
+void stop_signal_set(sigset_t *set);
+
+/* Install HANDLER for the stop signals not ignored at start.  */
+void install_handlers(void (*handler)(int, siginfo_t *, void *));
+
+/* The tracing process's handler of the stop signals.  */
+void on_stop_signal(int sig, siginfo_t *info, void *context);
+
+/* Fork the tracing process; the process the user started stays behind,
+ * passes stop signals on and exits with the tracing process's status
+ * (it never returns from here).  */
+void start_holder(void);
+
+#endif

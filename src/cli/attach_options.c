@@ -1,0 +1,358 @@
+/* cprof-attach's command line: the usage text and the options parser.  */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cprof/dump.h"
+#include "cprof/error.h"
+#include "cprof/heap.h"
+#include "cprof/output.h"
+#include "cprof/procfs.h"
+#include "cprof/profile.h"
+#include "cprof/sampler.h"
+#include "cprof/symbols.h"
+#include "cprof/target.h"
+#include "cprof/timeline.h"
+#include "cprof/unwinder.h"
+
+
+#include "attach.h"
+
+static const char usage_text[] =
+	"Usage: cprof-attach [OPTIONS] PID [OPTIONS]\n"
+	"       cprof-attach [OPTIONS] -- COMMAND [ARG...]\n"
+	"       cprof-attach --heap [OPTIONS] PID | -- COMMAND [ARG...]\n"
+	"Sample the CPU stacks of a running program from outside, with ptrace;\n"
+	"with --heap, trace its allocations instead.\n"
+	"\n"
+	"  -p, --pid PID            the process to profile (or give PID as an operand)\n"
+	"  -d, --duration SECONDS   stop after SECONDS (decimals allowed); default:\n"
+	"                           until Ctrl-C or the target exits\n"
+	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
+	"  -o, --output FILE        where to write the profile (default: standard output)\n"
+	"      --format FORMAT      folded (default), raw (every sample, timestamped, as\n"
+	"                           taken), trace (Chrome trace events of function\n"
+	"                           start/end, for Perfetto), svg, pprof or speedscope;\n"
+	"                           left out,\n"
+	"                           taken from -o: .folded .svg .pb.gz .speedscope.json;\n"
+	"                           with --dump: text (default) or json\n"
+	"      --wall               also sample threads that are sleeping or blocked\n"
+	"                           (wall-clock profile); default: only running threads\n"
+	"  -t, --tid TID            sample only this thread (repeatable)\n"
+	"      --threads            begin each stack with a frame naming its thread: \"TID name\"\n"
+	"      --max-depth N        frames kept per stack, innermost first (default 512)\n"
+	"      --unwind MODE        snapshot (default): copy the stack, resume, unwind the\n"
+	"                           copy; ptrace: unwind while the thread is stopped\n"
+	"      --dump               print every thread's stack once and detach\n"
+	"                           (--format text, the default, or json)\n"
+	"      --debuginfo-dir DIR  look for separate debug files in DIR first, by\n"
+	"                           .gnu_debuglink name and in DIR/.build-id/ (repeatable)\n"
+	"      --no-debuginfod      do not ask debuginfod servers (DEBUGINFOD_URLS)\n"
+	"      --no-demangle        keep C++ and Rust names mangled\n"
+	"      --no-inline          fold inlined functions into their caller\n"
+	"      --lines              add the source position to each frame: func (file.c:123)\n"
+	"      --min-samples N      --format trace: a frame starts only once it was in N\n"
+	"                           consecutive samples of its thread (default 1)\n"
+	"      --heap               trace malloc, calloc, realloc, reallocarray, free,\n"
+	"                           posix_memalign, aligned_alloc, memalign, valloc and\n"
+	"                           pvalloc with breakpoints in the target (nothing\n"
+	"                           injected); formats: report (default), folded, svg,\n"
+	"                           pprof\n"
+	"      --heap-metric METRIC live-bytes (default), alloc-bytes, live-count or\n"
+	"                           alloc-count: the weight of a stack in folded and svg\n"
+	"      --top N              sites listed per table of the heap report (default 10)\n"
+	"  -q, --quiet              no progress line and no summary\n"
+	"  -v, --verbose            more detail on stderr\n"
+	"  -h, --help               show this help\n"
+	"  -V, --version            show the version\n"
+	"\n"
+	"Exit status: 0 profile written, 1 runtime failure, 2 usage error or bad input.\n";
+
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("cprof-attach: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputs(" (see cprof-attach --help)\n", stderr);
+	va_end(ap);
+	exit(EXIT_USAGE);
+}
+
+
+void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void message(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("cprof-attach: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+
+static long parse_long(const char *text, const char *what, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < lo || v > hi)
+		die_usage("invalid %s '%s': expected a whole number from %ld to %ld",
+			  what, text, lo, hi);
+	return v;
+}
+
+
+void parse_options(int argc, char **argv, struct options *o)
+{
+	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,
+	       OPT_UNWIND, OPT_DUMP, OPT_DEBUGINFO_DIR, OPT_NO_DEBUGINFOD,
+	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES, OPT_MIN_SAMPLES,
+	       OPT_HEAP, OPT_HEAP_METRIC, OPT_TOP };
+	static const struct option longopts[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"duration", required_argument, NULL, 'd'},
+		{"frequency", required_argument, NULL, 'F'},
+		{"output", required_argument, NULL, 'o'},
+		{"format", required_argument, NULL, OPT_FORMAT},
+		{"wall", no_argument, NULL, OPT_WALL},
+		{"tid", required_argument, NULL, 't'},
+		{"threads", no_argument, NULL, OPT_THREADS},
+		{"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
+		{"unwind", required_argument, NULL, OPT_UNWIND},
+		{"dump", no_argument, NULL, OPT_DUMP},
+		{"debuginfo-dir", required_argument, NULL, OPT_DEBUGINFO_DIR},
+		{"no-debuginfod", no_argument, NULL, OPT_NO_DEBUGINFOD},
+		{"no-demangle", no_argument, NULL, OPT_NO_DEMANGLE},
+		{"no-inline", no_argument, NULL, OPT_NO_INLINE},
+		{"lines", no_argument, NULL, OPT_LINES},
+		{"min-samples", required_argument, NULL, OPT_MIN_SAMPLES},
+		{"heap", no_argument, NULL, OPT_HEAP},
+		{"heap-metric", required_argument, NULL, OPT_HEAP_METRIC},
+		{"top", required_argument, NULL, OPT_TOP},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	o->frequency = 99;
+	o->max_depth = 512;
+	o->top = 10;
+	bool metric_given = false, top_given = false, frequency_given = false;
+	o->unwind_mode = CP_UNWIND_SNAPSHOT;
+	opterr = 0;
+	int c;
+	/* '-' first: operands come back in order as code 1, so options may
+	 * follow the PID (perf, py-spy, eu-stack); only "--" ends the
+	 * options, and what follows it is the COMMAND, untouched.  */
+	const char *pid_text = NULL;
+	while ((c = getopt_long(argc, argv, "-:d:F:o:p:t:qvhV", longopts,
+				NULL)) != -1) {
+		switch (c) {
+		case 1:
+		case 'p':
+			if (pid_text)
+				die_usage("unexpected argument '%s': one PID only (to run a command: -- COMMAND)",
+					  optarg);
+			pid_text = optarg;
+			break;
+		case 'd': {
+			char *end;
+			errno = 0;
+			double d = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(d) ||
+			    d <= 0)
+				die_usage("invalid duration '%s': expected a positive number of seconds",
+					  optarg);
+			o->duration = d;
+			break;
+		}
+		case 'F':
+			frequency_given = true;
+			o->frequency = (unsigned)parse_long(optarg, "frequency",
+							    1, 10000);
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case OPT_FORMAT:
+			o->format = optarg;
+			break;
+		case OPT_DUMP:
+			o->dump = true;
+			break;
+		case OPT_DEBUGINFO_DIR: {
+			const char **grown = realloc(
+				o->debuginfo_dirs,
+				(o->n_debuginfo_dirs + 1) * sizeof(*grown));
+			if (!grown) {
+				message("out of memory");
+				exit(EXIT_RUNTIME);
+			}
+			o->debuginfo_dirs = grown;
+			o->debuginfo_dirs[o->n_debuginfo_dirs++] = optarg;
+			break;
+		}
+		case OPT_NO_DEBUGINFOD:
+			o->no_debuginfod = true;
+			break;
+		case OPT_NO_DEMANGLE:
+			o->no_demangle = true;
+			break;
+		case OPT_NO_INLINE:
+			o->no_inline = true;
+			break;
+		case OPT_LINES:
+			o->lines = true;
+			break;
+		case OPT_MIN_SAMPLES:
+			o->min_samples = (unsigned)parse_long(
+				optarg, "minimum samples", 1, 1000000);
+			break;
+		case OPT_WALL:
+			o->wall = true;
+			break;
+		case OPT_HEAP:
+			o->heap = true;
+			break;
+		case OPT_HEAP_METRIC:
+			o->heap_metric = cp_heap_metric_parse(optarg);
+			if (o->heap_metric < 0)
+				die_usage("unknown heap metric '%s': live-bytes, alloc-bytes, live-count or alloc-count",
+					  optarg);
+			metric_given = true;
+			break;
+		case OPT_TOP:
+			o->top = (size_t)parse_long(optarg, "number of sites",
+						    1, 1000000);
+			top_given = true;
+			break;
+		case 't': {
+			pid_t *grown = realloc(o->tids,
+					       (o->ntids + 1) * sizeof(*grown));
+			if (!grown) {
+				message("out of memory");
+				exit(EXIT_RUNTIME);
+			}
+			o->tids = grown;
+			o->tids[o->ntids++] =
+				(pid_t)parse_long(optarg, "thread id", 1, INT_MAX);
+			break;
+		}
+		case OPT_THREADS:
+			o->threads = true;
+			break;
+		case OPT_MAX_DEPTH:
+			o->max_depth = (size_t)parse_long(optarg, "max depth",
+							  1, 65536);
+			break;
+		case OPT_UNWIND:
+			if (strcmp(optarg, "snapshot") == 0)
+				o->unwind_mode = CP_UNWIND_SNAPSHOT;
+			else if (strcmp(optarg, "ptrace") == 0)
+				o->unwind_mode = CP_UNWIND_PTRACE;
+			else
+				die_usage("unknown unwind mode '%s': snapshot or ptrace",
+					  optarg);
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(EXIT_OK);
+		case 'V':
+			printf("cprof-attach %s\n", CP_VERSION);
+			exit(EXIT_OK);
+		case ':':
+			die_usage("option '%s' needs a value", argv[optind - 1]);
+		default:
+			die_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (!o->heap && (metric_given || top_given))
+		die_usage("--heap-metric and --top apply to --heap");
+	if (o->heap) {
+		if (o->dump || o->wall || o->ntids || frequency_given ||
+		    o->min_samples)
+			die_usage("--heap traces every allocation of every thread: --dump, --wall, --tid, --frequency and --min-samples do not apply");
+		if (!o->format)
+			o->format = cp_output_format_for_path(o->output);
+		if (!o->format)
+			o->format = "report";
+		if (strcmp(o->format, "report") != 0 &&
+		    strcmp(o->format, "folded") != 0 &&
+		    strcmp(o->format, "svg") != 0 &&
+		    strcmp(o->format, "pprof") != 0)
+			die_usage("unknown format '%s' for --heap: report, folded, svg or pprof",
+				  o->format);
+		if (strcmp(o->format, "pprof") == 0 && !o->output &&
+		    isatty(STDOUT_FILENO))
+			die_usage("pprof output is binary: give -o FILE.pb.gz");
+	} else if (o->dump) {
+		if (!o->format)
+			o->format = "text";
+		if (strcmp(o->format, "text") != 0 &&
+		    strcmp(o->format, "json") != 0)
+			die_usage("unknown format '%s' for --dump: text or json",
+				  o->format);
+	} else {
+		if (!o->format)
+			o->format = cp_output_format_for_path(o->output);
+		if (!o->format)
+			o->format = "folded";
+		if (strcmp(o->format, "folded") != 0 &&
+		    strcmp(o->format, "raw") != 0 &&
+		    strcmp(o->format, "trace") != 0 &&
+		    strcmp(o->format, "svg") != 0 &&
+		    strcmp(o->format, "pprof") != 0 &&
+		    strcmp(o->format, "speedscope") != 0)
+			die_usage("unknown format '%s': folded, raw, trace, svg, pprof or speedscope",
+				  o->format);
+		if (o->min_samples > 1 && strcmp(o->format, "trace") != 0)
+			die_usage("--min-samples applies to --format trace");
+		if (strcmp(o->format, "pprof") == 0 && !o->output &&
+		    isatty(STDOUT_FILENO))
+			die_usage("pprof output is binary: give -o FILE.pb.gz");
+	}
+	/* Scanning stopped at "--" (or the end): the rest is the COMMAND.  */
+	bool dashdash = optind > 0 && optind <= argc &&
+			strcmp(argv[optind - 1], "--") == 0;
+	if (dashdash && optind < argc) {
+		if (pid_text)
+			die_usage("give a PID or -- COMMAND, not both");
+		if (o->dump)
+			die_usage("--dump needs the PID of a running process");
+		o->command = &argv[optind];
+		if (o->ntids)
+			die_usage("--tid cannot be used with a launched COMMAND");
+		return;
+	}
+	if (dashdash && !pid_text)
+		die_usage("missing COMMAND after --");
+	if (!pid_text)
+		die_usage("missing PID or -- COMMAND");
+	o->pid = (pid_t)parse_long(pid_text, "PID", 1, INT_MAX);
+}
+
