@@ -52,6 +52,12 @@ struct cp_session_config {
 	/* How a stopped thread is unwound, chosen once for the session.  */
 	enum cp_unwind_mode unwind_mode;
 	int verbose;
+	/* The nice value the calling thread takes while it samples or
+	 * traces the heap, when allowed (root, CAP_SYS_NICE): ticks must
+	 * not queue behind the target's busy threads, and a thread we hold
+	 * stopped must not wait for us to get a CPU back.  0: unchanged.
+	 * cprof-attach uses -10.  */
+	int nice;
 	/* One line of text for each problem met (a corrupt debug file, a
 	 * build-id mismatch); may be NULL.  */
 	void (*warn)(void *arg, const char *message);
@@ -90,6 +96,9 @@ pid_t cp_session_pid(const struct cp_session *session);
 
 /* Has every thread of the target exited?  */
 bool cp_session_target_exited(const struct cp_session *session);
+
+/* Did the calling thread take the configured nice value?  */
+bool cp_session_niced(const struct cp_session *session);
 
 /* The attached target (for what the session does not wrap: its thread
  * list, cp_target_set_cancel).  Borrowed; NULL when nothing is

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cprof/addrspace.h"
@@ -29,6 +30,7 @@ struct cp_session {
 	struct cp_unwinder *unwinder;
 	struct cp_symbols *symbols;
 	int exit_status;              /* of a launched command, -1 unknown */
+	bool niced;                   /* config.nice was taken */
 	/* sampling */
 	struct cp_sampler *sampler;   /* while sampling is on */
 	struct cp_sampler_options sample_options;
@@ -94,6 +96,21 @@ static int set_up(struct cp_session *s)
 		.warn_arg = s->config.warn_arg,
 	};
 	return cp_symbols_new_in(s->space, &so, &s->symbols);
+}
+
+/* The calling thread at the configured nice value (Linux applies
+ * PRIO_PROCESS 0 to the calling thread only; the symbolizer threads lower
+ * their own).  */
+static void take_priority(struct cp_session *s)
+{
+	if (s->config.nice && !s->niced &&
+	    setpriority(PRIO_PROCESS, 0, s->config.nice) == 0)
+		s->niced = true;
+}
+
+bool cp_session_niced(const struct cp_session *s)
+{
+	return s->niced;
 }
 
 static void tear_down(struct cp_session *s)
@@ -214,6 +231,7 @@ int cp_session_sample_start(struct cp_session *s,
 	s->sample_options.at_end = NULL;
 	s->sample_options.unwind_mode = s->config.unwind_mode;
 	describe(s, s->profile);
+	take_priority(s);
 	int rc = cp_sampler_new(s->target, s->unwinder, s->symbols, s->profile,
 				&s->sample_options, &s->sampler);
 	if (rc < 0)
@@ -388,6 +406,7 @@ int cp_session_heap_start(struct cp_session *s,
 	struct cp_profile_meta *meta = cp_profile_meta(s->heap_profile);
 	meta->pid = s->pid;
 	meta->time_nanos = realtime_ns();
+	take_priority(s);
 	/* The children of a fork must lose our breakpoints before they
 	 * run.  */
 	int rc = cp_target_set_follow_forks(s->target, true);
