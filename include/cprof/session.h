@@ -157,6 +157,16 @@ const struct cp_sampler_stats *cp_session_sample_stats(
  * all named only when sampling is off.  */
 struct cp_profile *cp_session_profile(struct cp_session *session);
 
+/* The profile the next sampling fills, created empty now when there is
+ * none (for a writer that must know it before the first sample: a
+ * streaming format's recorder); borrowed; NULL when out of memory.  */
+struct cp_profile *cp_session_prepare_profile(struct cp_session *session);
+
+/* The symbolizer (for its counters, cp_symbols_stats); borrowed, NULL
+ * when nothing was attached.  Not to be used while sampling or heap
+ * tracing is on: its thread owns it then.  */
+struct cp_symbols *cp_session_symbols(struct cp_session *session);
+
 /* Drop the samples collected so far (a new, empty profile).  Returns 0
  * or -CP_E_NOMEM.  */
 int cp_session_reset(struct cp_session *session);

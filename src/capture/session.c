@@ -200,6 +200,8 @@ static void describe(struct cp_session *s, struct cp_profile *profile)
 		meta->time_nanos = realtime_ns();
 }
 
+static struct cp_profile *open_window(struct cp_session *s);
+
 /* The heap trace's symbolizer thread ends here: the symbolizer is
  * someone else's next.  */
 static void heap_settle(struct cp_session *s)
@@ -218,13 +220,8 @@ int cp_session_sample_start(struct cp_session *s,
 	if (!s->target || cp_target_exited(s->target))
 		return -CP_E_GONE;
 	heap_settle(s);
-	if (!s->profile) {
-		s->profile = cp_profile_new();
-		if (!s->profile)
-			return -CP_E_NOMEM;
-		s->sampled_ns = 0;
-		s->window_start_ns = monotonic_ns();
-	}
+	if (!open_window(s))
+		return -CP_E_NOMEM;
 	s->sample_options = *options;
 	s->sample_options.duration = 0;
 	s->sample_options.stop = NULL;
@@ -338,6 +335,29 @@ const struct cp_sampler_stats *cp_session_sample_stats(
 struct cp_profile *cp_session_profile(struct cp_session *s)
 {
 	return s->profile;
+}
+
+/* An empty profile for the windows to come.  */
+static struct cp_profile *open_window(struct cp_session *s)
+{
+	if (!s->profile) {
+		s->profile = cp_profile_new();
+		if (!s->profile)
+			return NULL;
+		s->sampled_ns = 0;
+		s->window_start_ns = monotonic_ns();
+	}
+	return s->profile;
+}
+
+struct cp_profile *cp_session_prepare_profile(struct cp_session *s)
+{
+	return open_window(s);
+}
+
+struct cp_symbols *cp_session_symbols(struct cp_session *s)
+{
+	return s->symbols;
 }
 
 int cp_session_reset(struct cp_session *s)
