@@ -4,6 +4,10 @@
  *   breakpoints (int3 at malloc, free, ...) -> allocation events
  *     -> heap table (live blocks, sites, timeline) -> profile and writers
  *
+ * This is the ptrace side: it interprets each trap with the descriptor
+ * table of the allocator's entry points (cp_heap_entries) and hands the
+ * heap table (cprof/heaptable.h) one plain event per completed call.
+ *
  * An entry breakpoint's displaced instruction is emulated (insn.h), so
  * the int3 byte stays in place for the whole run and no thread can pass
  * an entry unseen.  The result of a call is caught by pointing the return
@@ -24,39 +28,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cprof/heaptable.h"
 #include "cprof/profile.h"
 #include "cprof/symbols.h"
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
-
-/* The traced entry points.  */
-enum cp_heap_fn {
-	CP_HEAP_MALLOC,
-	CP_HEAP_CALLOC,
-	CP_HEAP_REALLOC,
-	CP_HEAP_REALLOCARRAY,
-	CP_HEAP_FREE,
-	CP_HEAP_POSIX_MEMALIGN,
-	CP_HEAP_ALIGNED_ALLOC,
-	CP_HEAP_MEMALIGN,
-	CP_HEAP_VALLOC,
-	CP_HEAP_PVALLOC,
-	CP_HEAP_NFN
-};
-
-/* "malloc", ...; static.  */
-const char *cp_heap_fn_name(enum cp_heap_fn fn);
-
-/* The weight of a stack in folded and SVG output.  */
-enum cp_heap_metric {
-	CP_HEAP_LIVE_BYTES,
-	CP_HEAP_ALLOC_BYTES,
-	CP_HEAP_LIVE_COUNT,
-	CP_HEAP_ALLOC_COUNT,
-};
-
-/* Parse "live-bytes" etc.; -1 when unknown.  */
-int cp_heap_metric_parse(const char *name);
 
 struct cp_heap_options {
 	size_t max_depth;     /* frames kept per stack (>= 1) */
@@ -64,64 +40,10 @@ struct cp_heap_options {
 	volatile sig_atomic_t *stop; /* set by the caller's signal handler */
 	bool force_step;      /* never emulate: step with all threads held
 			       * (tests the fallback) */
-};
-
-/* One allocation site: a stack and its totals.  */
-struct cp_heap_site {
-	uint32_t stack;          /* stack id in the profile */
-	uint64_t alloc_count, alloc_bytes;
-	uint64_t live_count, live_bytes;
-};
-
-/* One span of the timeline: the highest live bytes in it.  */
-struct cp_heap_point {
-	double t;                /* its start, seconds since tracing began */
-	uint64_t live_bytes;     /* the highest live bytes in the span */
-	uint64_t live_count;     /* live blocks at that moment */
-};
-
-#define CP_HEAP_SIZE_BUCKETS 65 /* [0], [1,2), [2,4), ... [2^63, 2^64) */
-
-/* What a run found; plain data, read by the writers.  */
-struct cp_heap_summary {
-	double duration;          /* seconds traced */
-	uint64_t calls[CP_HEAP_NFN]; /* outermost calls per entry point */
-	bool traced[CP_HEAP_NFN]; /* a breakpoint was set on it */
-	char module[CP_HEAP_NFN][128]; /* where each definition was found */
-	uint64_t allocations, alloc_bytes; /* successful allocations */
-	uint64_t failed;          /* allocation calls that returned NULL */
-	uint64_t frees;           /* tracked frees (blocks we saw born) */
-	uint64_t untracked_frees; /* frees of blocks born before attach */
-	uint64_t null_frees;      /* free(NULL) */
-	uint64_t repeat_frees;    /* frees of blocks already freed (double
-				   * frees) by the program */
-	uint64_t internal_frees;  /* frees by the allocator's own code of
-				   * blocks not live (glibc flushes each
-				   * thread's tcache at thread exit) */
-	uint64_t reallocs;        /* realloc/reallocarray calls */
-	uint64_t realloc_releases; /* tracked blocks realloc moved or freed:
-				    * allocations = frees + these + live */
-	uint64_t temporary;       /* released (free, realloc) by the thread
-				   * that allocated them, its next
-				   * allocator event after the allocation
-				   * (heaptrack's definition, per thread) */
-	uint64_t live_count, live_bytes; /* at the end */
-	uint64_t peak_bytes;      /* highest live bytes */
-	double peak_t;            /* when (seconds since tracing began) */
-	uint64_t sizes[CP_HEAP_SIZE_BUCKETS]; /* allocations by size */
-	uint64_t lost_returns;    /* calls whose return we never saw */
-	uint64_t stepped;         /* traps handled by single-stepping */
-	uint64_t vfork_children, fork_children;
-	bool target_exited, target_exec, interrupted;
-	const struct cp_heap_site *sites; /* by stack id; may have gaps */
-	size_t nsites;
-	/* Live bytes recorded at every change, as the highest of each span
-	 * of TIMELINE_SPAN seconds from the start (a few hundred to a
-	 * thousand spans, whatever the duration): the highest point is the
-	 * peak, exactly.  */
-	const struct cp_heap_point *timeline;
-	size_t npoints;
-	double timeline_span;
+	/* Problems the caller may want to show (a byte that could not be
+	 * restored); may be NULL.  The library never prints.  */
+	void (*warn)(void *arg, const char *message);
+	void *warn_arg;
 };
 
 struct cp_heap;
@@ -156,14 +78,26 @@ enum cp_heap_end {
 
 /* cp_heap_run, returning also when UNTIL_NS (CLOCK_MONOTONIC ns; 0:
  * none) comes or *STOP (may be NULL) is set; *END (may be NULL) says
- * why.  Called again, it goes on tracing (a session's steps).  */
+ * why.  Called again, it goes on tracing (a session's steps).
+ *
+ * What it installs while it runs, and puts back before it returns: the
+ * wait for the next trap is a blocking waitpid, which only a signal ends
+ * early, so a POSIX timer (CLOCK_MONOTONIC) sends SIGALRM to the calling
+ * thread every 100 ms, SIGALRM's action is a handler of ours without
+ * SA_RESTART, and SIGALRM is unblocked in the calling thread.  The
+ * previous action and mask are restored and the timer deleted on
+ * return.  A program that uses SIGALRM itself must not run this
+ * meanwhile; *STOP and UNTIL_NS are seen within 100 ms.  */
 int cp_heap_run_until(struct cp_heap *heap, uint64_t until_ns,
 		      volatile sig_atomic_t *stop, enum cp_heap_end *end);
 
 /* Hold every thread, rewind the ones that just trapped, put back every
- * byte written and check it by reading it back.  The caller then
- * detaches the target.  Returns 0, or -CP_E_SYS when a byte could not
- * be restored (an error message was printed).  */
+ * byte written and check it by reading it back, take our hooks off the
+ * target (cp_target_set_hooks) and let its threads run again.  The
+ * target stays attached: the caller may sample it, dump it, start heap
+ * tracing again with a new cp_heap_start, or detach it.  Returns 0, or
+ * -CP_E_SYS when a byte could not be restored (said through the
+ * options' warn).  */
 int cp_heap_finish(struct cp_heap *heap);
 
 /* Wait until every stack recorded is symbolized (after the detach: the
@@ -171,8 +105,12 @@ int cp_heap_finish(struct cp_heap *heap);
  * cp_heap_summary's sites are written.  */
 void cp_heap_resolve(struct cp_heap *heap);
 
-/* The results; borrowed, valid until cp_heap_free.  */
+/* The results; borrowed, valid until the next call on HEAP.  */
 const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *heap);
+
+/* The heap table the events went to; borrowed, valid until
+ * cp_heap_free.  */
+const struct cp_heaptable *cp_heap_table(const struct cp_heap *heap);
 
 /* Fill PROFILE's samples with one per site: the count weighted by
  * METRIC, and the four values alloc_count, alloc_bytes, live_count,
@@ -182,11 +120,5 @@ int cp_heap_fill_profile(const struct cp_heap *heap, struct cp_profile *profile,
 			 enum cp_heap_metric metric);
 
 void cp_heap_free(struct cp_heap *heap);
-
-/* Writer: the text report (--format report), TOP sites per list.  Never
- * calls ptrace.  Returns 0 or -CP_E_SYS.  */
-int cp_heap_write_report(const struct cp_heap_summary *summary,
-			 const struct cp_profile *profile, size_t top,
-			 FILE *stream);
 
 #endif

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cprof/error.h"
-#include "cprof/heap.h"
+#include "cprof/heaptable.h"
 
 #define REPORT_FRAMES 16  /* frames shown per site */
 #define TIMELINE_ROWS 20
@@ -197,8 +197,12 @@ int cp_heap_write_report(const struct cp_heap_summary *s,
 			(unsigned long long)s->fork_children,
 			(unsigned long long)s->vfork_children);
 	fputs("\ncalls\n", f);
-	for (int fn = 0; fn < CP_HEAP_NFN; fn++) {
-		fprintf(f, "  %-15s", cp_heap_fn_name((enum cp_heap_fn)fn));
+	size_t nentries;
+	const struct cp_heap_entry *entries = cp_heap_entries(&nentries);
+	if (s->nentries && s->nentries < nentries)
+		nentries = s->nentries; /* rows of an older table */
+	for (size_t fn = 0; fn < nentries; fn++) {
+		fprintf(f, "  %-15s", entries[fn].name);
 		if (!s->traced[fn])
 			fputs(" -  (not defined by the allocator)\n", f);
 		else if (strncmp(s->module[fn], "alias", 5) == 0)
