@@ -25,8 +25,7 @@
 #include "cprof/profile.h"
 #include "cprof/report.h"
 #include "cprof/timeline.h"
-
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+#include "cli/common.h"
 
 static const char main_usage[] =
 	"Usage: cprof COMMAND [OPTIONS] ARGS...\n"
@@ -164,51 +163,6 @@ struct options {
 	size_t ninputs;
 	char comment[1024];      /* the command line, for the SVG header */
 };
-
-static void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void message(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("cprof: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
-static const char *help_command; /* for "see cprof COMMAND --help" */
-
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_usage(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("cprof: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	if (help_command)
-		fprintf(stderr, " (see cprof %s --help)\n", help_command);
-	else
-		fputs(" (see cprof --help)\n", stderr);
-	va_end(ap);
-	exit(EXIT_USAGE);
-}
-
-static long parse_long(const char *text, const char *what, long lo, long hi)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(text, &end, 10);
-	if (errno || end == text || *end || v < lo || v > hi)
-		die_usage("invalid %s '%s': expected a whole number from %ld to %ld",
-			  what, text, lo, hi);
-	return v;
-}
-
-static bool ends_with(const char *text, const char *suffix)
-{
-	size_t n = strlen(text), m = strlen(suffix);
-	return n > m && strcasecmp(text + n - m, suffix) == 0;
-}
 
 enum {
 	OPT_TITLE = 256, OPT_WIDTH, OPT_MINWIDTH, OPT_INVERTED, OPT_COLORS,
@@ -823,7 +777,7 @@ int main(int argc, char **argv)
 			cmd = &commands[i];
 	if (!cmd)
 		die_usage("unknown command '%s': %s", name, command_list());
-	help_command = cmd->name;
+	cli_help_command = cmd->name;
 	o.command = cmd->name;
 	join_arguments(argc, argv, o.comment, sizeof(o.comment));
 	/* The command's own arguments start at argv[1] for getopt.  */
