@@ -7,7 +7,13 @@
  *     profile), an empty profile, a stream that cannot be written;
  *   - diff (cp_diff_*) of two hand-built profiles: stacks of either,
  *     merged across threads and locations of one name, byte order,
- *     normalizing (rounded half up), the folded text.  */
+ *     normalizing (rounded half up), the folded text;
+ *   - the raw sample reader (cp_raw_read) with callbacks: every field and
+ *     header, the format from before weights, a byte-order mark and
+ *     "\r\n", frames split from the start or from a frame on
+ *     (cp_raw_frames), malformed lines (one "NAME:LINE: what" each,
+ *     the samples before them delivered), a callback's own failure, no
+ *     samples, gzip data.  */
 #include <check.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -19,6 +25,7 @@
 #include "cprof/diff.h"
 #include "cprof/error.h"
 #include "cprof/profile.h"
+#include "cprof/rawread.h"
 #include "cprof/report.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -281,6 +288,293 @@ START_TEST(diff_two_profiles)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- raw */
+
+/* What the callbacks saw, one line per call.  */
+struct recorder {
+	char *text;
+	size_t size;
+	FILE *log;
+	int fail_at;      /* the sample (from 1) whose callback fails; 0: none */
+	bool explain;     /* ... with a message of its own */
+	int samples;
+};
+
+static int rec_sample(void *arg, const struct cp_raw_sample *s)
+{
+	struct recorder *r = arg;
+	if (++r->samples == r->fail_at) {
+		if (r->explain)
+			cp_raw_fail(s->reader, "refused sample %d", r->samples);
+		return -CP_E_INVAL;
+	}
+	const char *const *frames;
+	const size_t *lens;
+	size_t n;
+	int rc = cp_raw_frames(s, 0, 0, &frames, &lens, &n);
+	if (rc < 0)
+		return rc;
+	fprintf(r->log, "sample %s=%.9g %d %llu [%zu]", s->seconds_text,
+		s->seconds, (int)s->tid, (unsigned long long)s->weight, n);
+	for (size_t i = 0; i < n; i++)
+		fprintf(r->log, " <%.*s>", (int)lens[i], frames[i]);
+	fputc('\n', r->log);
+	return 0;
+}
+
+static int rec_thread(void *arg, pid_t tid, const char *name)
+{
+	fprintf(((struct recorder *)arg)->log, "thread %d <%s>\n", (int)tid,
+		name);
+	return 0;
+}
+
+static int rec_target(void *arg, pid_t pid, const char *name)
+{
+	fprintf(((struct recorder *)arg)->log, "target %d <%s>\n", (int)pid,
+		name ? name : "(none)");
+	return 0;
+}
+
+static int rec_frequency(void *arg, double hz)
+{
+	fprintf(((struct recorder *)arg)->log, "frequency %g\n", hz);
+	return 0;
+}
+
+static int rec_weight_unit(void *arg, enum cp_raw_weight_unit unit)
+{
+	fprintf(((struct recorder *)arg)->log, "weight-unit %d\n", (int)unit);
+	return 0;
+}
+
+static const struct cp_raw_callbacks rec_callbacks = {
+	.sample = rec_sample,
+	.thread = rec_thread,
+	.target = rec_target,
+	.frequency = rec_frequency,
+	.weight_unit = rec_weight_unit,
+};
+
+/* Read TEXT (LEN bytes) through the recorder; its log into *LOG (the
+ * caller frees it), the message into ERROR.  Returns cp_raw_read's
+ * result.  */
+static int read_raw(const char *text, size_t len, struct recorder *r,
+		    char **log, char error[256])
+{
+	FILE *in = fmemopen((void *)text, len, "r");
+	ck_assert_ptr_nonnull(in);
+	r->log = open_memstream(&r->text, &r->size);
+	ck_assert_ptr_nonnull(r->log);
+	int rc = cp_raw_read(in, "t.raw", &rec_callbacks, r, error, 256);
+	fclose(r->log);
+	fclose(in);
+	*log = r->text;
+	return rc;
+}
+
+START_TEST(raw_read_fields_and_headers)
+{
+	static const char text[] =
+		"\xef\xbb\xbf# target 42 my prog\r\n"
+		"# frequency 99\n"
+		"# weight-unit nanoseconds\n"
+		"# fields SECONDS TID WEIGHT STACK\n"
+		"\n"
+		"# a comment\n"
+		"# thread 43 worker one\n"
+		"1.500000 43 3 main;do work;leaf\r\n"
+		"  1.25\t42  1\t  \n"
+		"2e0 43 18446744073709551615 main\n"
+		"# weight-unit furlongs\n"
+		"# weight-unit samples\n"
+		"# frequency 0\n"
+		"# target 7\n"
+		"# fields SECONDS TID STACK\n"
+		"3 44 a b;c\n";
+	struct recorder r = {0};
+	char *log, error[256];
+	ck_assert_int_eq(read_raw(text, sizeof(text) - 1, &r, &log, error), 0);
+	ck_assert_str_eq(error, "");
+	ck_assert_str_eq(log,
+			 "target 42 <my prog>\n"
+			 "frequency 99\n"
+			 "weight-unit 1\n"
+			 "thread 43 <worker one>\n"
+			 "sample 1.500000=1.5 43 3 [3] <main> <do work> <leaf>\n"
+			 "sample 1.25=1.25 42 1 [0]\n"
+			 "sample 2e0=2 43 18446744073709551615 [1] <main>\n"
+			 "weight-unit 2\n"
+			 "weight-unit 0\n"
+			 "target 7 <(none)>\n"
+			 "sample 3=3 44 1 [2] <a b> <c>\n");
+	free(log);
+}
+END_TEST
+
+/* Files from before weights: no "# fields", three fields a line.  */
+START_TEST(raw_read_weightless)
+{
+	static const char text[] = "0.1 1 main;a\n0.2 1 5;main\n";
+	struct recorder r = {0};
+	char *log, error[256];
+	ck_assert_int_eq(read_raw(text, sizeof(text) - 1, &r, &log, error), 0);
+	ck_assert_str_eq(log, "sample 0.1=0.1 1 1 [2] <main> <a>\n"
+			      "sample 0.2=0.2 1 1 [2] <5> <main>\n");
+	free(log);
+}
+END_TEST
+
+/* Frames split from the end of a frame on, as the timeline does for the
+ * part of a stack its thread's previous one did not share.  */
+static int split_rest(void *arg, const struct cp_raw_sample *s)
+{
+	FILE *log = arg;
+	const char *const *frames;
+	const size_t *lens;
+	size_t n;
+	/* After "main" (4 bytes), frame 1 on.  */
+	int rc = cp_raw_frames(s, 1, 4, &frames, &lens, &n);
+	fprintf(log, "%s [%zu]",
+		rc == 0 ? "ok" : rc == -CP_E_PARSE ? "parse" : "other", n);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		fprintf(log, " <%.*s>", (int)lens[i], frames[i]);
+	fputc('\n', log);
+	/* Not the end of a frame with FIRST 0, or beyond the stack.  */
+	ck_assert_int_eq(cp_raw_frames(s, 0, 2, &frames, &lens, &n),
+			 -CP_E_INVAL);
+	ck_assert_int_eq(cp_raw_frames(s, 1, s->stack_len + 1, &frames,
+				       &lens, &n),
+			 -CP_E_INVAL);
+	return 0;
+}
+
+START_TEST(raw_read_frames_from)
+{
+	static const char text[] = "1 1 main;a;b\n2 1 main\n3 1 main;;x\n";
+	char *log = NULL, error[256];
+	size_t size;
+	FILE *out = open_memstream(&log, &size);
+	FILE *in = fmemopen((void *)text, sizeof(text) - 1, "r");
+	struct cp_raw_callbacks cb = {.sample = split_rest};
+	/* "main;;x" from frame 1 on: the empty frame 2 is found (the
+	 * callback goes on: the reader takes the first message).  */
+	ck_assert_int_eq(cp_raw_read(in, "t.raw", &cb, out, error,
+				     sizeof(error)),
+			 0);
+	fclose(out);
+	fclose(in);
+	ck_assert_str_eq(log, "ok [2] <a> <b>\n"
+			      "ok [0]\n"
+			      "parse [0]\n");
+	ck_assert_str_eq(error, "");
+	free(log);
+}
+END_TEST
+
+START_TEST(raw_read_malformed)
+{
+	static const struct {
+		const char *text;
+		const char *error;
+		int samples; /* delivered before the error */
+	} cases[] = {
+		{"1 1 a\n1.5\n", "t.raw:2: missing thread id: expected 'TIMESTAMP TID FRAME;FRAME;...', found '1.5'", 1},
+		{"x 1 a\n", "t.raw:1: timestamp 'x' is not a number of seconds", 0},
+		{"1e10 1 a\n", "t.raw:1: timestamp '1e10' is not a number of seconds", 0},
+		{"1 -2 a\n", "t.raw:1: thread id '-2' is not a number from 0 to 2147483647", 0},
+		{"1 2147483648 a\n", "t.raw:1: thread id '2147483648' is not a number from 0 to 2147483647", 0},
+		{"# fields SECONDS TID WEIGHT STACK\n1 1\n", "t.raw:2: missing weight: expected 'TIMESTAMP TID WEIGHT FRAME;FRAME;...' (see the '# fields' header)", 0},
+		{"# fields SECONDS TID WEIGHT STACK\n1 1 0 a\n", "t.raw:2: weight '0' is not a whole number from 1 to 18446744073709551615", 0},
+		{"# fields SECONDS TID WEIGHT STACK\n1 1 18446744073709551616 a\n", "t.raw:2: weight '18446744073709551616' is not a whole number from 1 to 18446744073709551615", 0},
+		{"# fields TID SECONDS\n", "t.raw:1: unknown fields 'TID SECONDS': expected 'SECONDS TID WEIGHT STACK' or 'SECONDS TID STACK'", 0},
+		{"1 1 a;;b\n", "t.raw:1: frame 2 is empty in 'a;;b'", 0},
+		{"1 1 a; ;b\n", "t.raw:1: frame 2 is empty in 'a; ;b'", 0},
+		{"1 1 a;b;\n", "t.raw:1: frame 3 is empty in 'a;b;'", 0},
+		{"1 1 ;a\n", "t.raw:1: frame 1 is empty in ';a'", 0},
+		{"", "t.raw: no samples (the input is empty, or has only blank lines and headers)", 0},
+		{"# thread 1 main\n\n", "t.raw: no samples (the input is empty, or has only blank lines and headers)", 0},
+		{"\x1f\x8b\x08\x00", "t.raw: gzip-compressed data, not raw samples text", 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct recorder r = {0};
+		char *log, error[256];
+		int rc = read_raw(cases[i].text, strlen(cases[i].text), &r,
+				  &log, error);
+		ck_assert_msg(rc == -CP_E_PARSE, "case %zu: %d", i, rc);
+		ck_assert_str_eq(error, cases[i].error);
+		int lines = 0;
+		for (const char *p = log; (p = strstr(p, "sample ")); p++)
+			lines++;
+		ck_assert_int_eq(lines, cases[i].samples);
+		free(log);
+	}
+	/* A NUL byte in a stack or a header: binary data.  */
+	static const char nul_stack[] = "1 1 a;b\0c\n";
+	static const char nul_header[] = "# thr\0ead\n1 1 a\n";
+	const char *nul[] = {nul_stack, nul_header};
+	size_t nul_len[] = {sizeof(nul_stack) - 1, sizeof(nul_header) - 1};
+	for (size_t i = 0; i < 2; i++) {
+		struct recorder r = {0};
+		char *log, error[256];
+		ck_assert_int_eq(read_raw(nul[i], nul_len[i], &r, &log, error),
+				 -CP_E_PARSE);
+		ck_assert_str_eq(error, "t.raw:1: binary data (a NUL byte), not raw samples");
+		free(log);
+	}
+}
+END_TEST
+
+/* A callback's failure stops the reading with its code: its message when
+ * it gave one, the code's text otherwise.  */
+START_TEST(raw_read_callback_fails)
+{
+	static const char text[] = "1 1 a\n2 1 b\n3 1 c\n";
+	struct recorder r = {.fail_at = 2, .explain = true};
+	char *log, error[256];
+	ck_assert_int_eq(read_raw(text, sizeof(text) - 1, &r, &log, error),
+			 -CP_E_INVAL);
+	ck_assert_str_eq(error, "t.raw:2: refused sample 2");
+	ck_assert_str_eq(log, "sample 1=1 1 1 [1] <a>\n");
+	free(log);
+	r = (struct recorder){.fail_at = 3};
+	ck_assert_int_eq(read_raw(text, sizeof(text) - 1, &r, &log, error),
+			 -CP_E_INVAL);
+	ck_assert_str_eq(error, "t.raw:3: invalid argument");
+	free(log);
+	/* No error buffer: the same results.  */
+	r = (struct recorder){.fail_at = 1, .explain = true};
+	FILE *in = fmemopen((void *)text, sizeof(text) - 1, "r");
+	r.log = open_memstream(&r.text, &r.size);
+	ck_assert_int_eq(cp_raw_read(in, NULL, &rec_callbacks, &r, NULL, 0),
+			 -CP_E_INVAL);
+	fclose(r.log);
+	fclose(in);
+	free(r.text);
+}
+END_TEST
+
+/* Header callbacks are optional: a reader of samples only.  */
+START_TEST(raw_read_samples_only)
+{
+	static const char text[] = "# thread 1 main\n# frequency 10\n"
+				   "# weight-unit samples\n# target 1 x\n"
+				   "1 1 a\n";
+	struct recorder r = {0};
+	FILE *in = fmemopen((void *)text, sizeof(text) - 1, "r");
+	r.log = open_memstream(&r.text, &r.size);
+	struct cp_raw_callbacks cb = {.sample = rec_sample};
+	char error[256];
+	ck_assert_int_eq(cp_raw_read(in, "t.raw", &cb, &r, error,
+				     sizeof(error)),
+			 0);
+	fclose(r.log);
+	fclose(in);
+	ck_assert_str_eq(r.text, "sample 1=1 1 1 [1] <a>\n");
+	free(r.text);
+}
+END_TEST
+
 static Suite *analysis_suite(void)
 {
 	Suite *s = suite_create("analysis");
@@ -293,6 +587,14 @@ static Suite *analysis_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("diff");
 	tcase_add_test(tc, diff_two_profiles);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("raw");
+	tcase_add_test(tc, raw_read_fields_and_headers);
+	tcase_add_test(tc, raw_read_weightless);
+	tcase_add_test(tc, raw_read_frames_from);
+	tcase_add_test(tc, raw_read_malformed);
+	tcase_add_test(tc, raw_read_callback_fails);
+	tcase_add_test(tc, raw_read_samples_only);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -130,37 +130,20 @@ int cp_timeline_finish(struct cp_timeline *timeline);
  * written stays written; the caller discards it).  NULL is fine.  */
 void cp_timeline_free(struct cp_timeline *timeline);
 
-/* Read raw samples (the text cprof-attach --format raw writes) from IN
- * and feed them to TIMELINE.  NAME names the input in messages.  Lines:
- *
- *   TIMESTAMP TID FRAME;FRAME;...;FRAME
- *   TIMESTAMP TID WEIGHT FRAME;FRAME;...;FRAME     (after "# fields", below)
- *
- * TIMESTAMP in seconds (a decimal number), TID a decimal thread id,
- * WEIGHT a whole number from 1 (the sample's weight), the frames root
- * first; the stack may be empty ("1.5 42").  Fields are separated by runs
- * of spaces or tabs; the stack is the rest of the line, so frames may
- * contain spaces.  Lines beginning with '#' are headers:
- *   "# thread TID NAME"    names a thread;
- *   "# target PID [NAME]"  names the target;
- *   "# frequency HZ"       a unit of weight is 1/HZ seconds (unless
- *                          cp_timeline_options.period said);
- *   "# weight-unit UNIT"   "samples" (the default: 1/HZ seconds each) or
- *                          "nanoseconds"; another unit: unknown;
- *   "# fields SECONDS TID WEIGHT STACK" the sample lines that follow have
- *                          a WEIGHT ("# fields SECONDS TID STACK": not,
- *                          the default, as files from before weights);
- * other headers and blank lines are skipped.  "\r\n" line ends and a
- * UTF-8 byte-order mark are accepted.
+/* Read raw samples (the text cprof-attach --format raw writes, as
+ * include/cprof/rawread.h describes it) from IN with cp_raw_read() and
+ * feed them to TIMELINE: "# thread" and "# target" headers name threads
+ * and the target, "# frequency" and "# weight-unit" say what a unit of
+ * weight stands for (unless cp_timeline_options.period said).  NAME
+ * names the input in messages.
  *
  * Returns 0; -CP_E_PARSE with "NAME:LINE: what" in ERROR for a malformed
- * line (a missing field, a timestamp that is not a number, a bad TID or
- * WEIGHT, an empty frame, time going backwards within a thread, a
- * "# fields" header naming other fields) and "NAME: no
- * samples ..." when there is no sample line; -CP_E_SYS when reading (or
- * writing) failed, with a message; -CP_E_NOMEM.  ERROR (ERROR_SIZE
- * bytes) may be NULL.  On failure the output is incomplete: discard it
- * and free TIMELINE with cp_timeline_free().  */
+ * line (those of cp_raw_read(), an empty frame, time going backwards
+ * within a thread) and "NAME: no samples ..." when there is no sample
+ * line; -CP_E_SYS when reading (or writing) failed, with a message;
+ * -CP_E_NOMEM.  ERROR (ERROR_SIZE bytes) may be NULL.  On failure the
+ * output is incomplete: discard it and free TIMELINE with
+ * cp_timeline_free().  */
 int cp_timeline_read_raw(struct cp_timeline *timeline, FILE *in,
 			 const char *name, char *error, size_t error_size);
 

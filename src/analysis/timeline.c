@@ -12,10 +12,11 @@
  * STARTED on while they are old enough: work in proportion to the depth,
  * memory in proportion to the depth and the number of threads.
  *
- * The raw reader finds the shared prefix on the text itself: a thread's
- * names are kept joined by ';' as the line joins them, so one comparison
- * of bytes (16 at a time) finds where the stacks part, and only the rest
- * of the line is split and checked.
+ * Raw text comes from cp_raw_read() (src/formats/raw_read.c), and its
+ * callback finds the shared prefix on the text itself: a thread's names
+ * are kept joined by ';' as the line joins them, so one comparison of
+ * bytes (16 at a time) finds where the stacks part, and only the rest of
+ * the line is split and checked (cp_raw_frames).
  *
  * The writers share one shape: the part of an event line that depends only
  * on the sample (timestamp, thread) is formatted once per sample, when the
@@ -27,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,6 +36,7 @@
 
 #include "cprof/dump.h"
 #include "cprof/error.h"
+#include "cprof/rawread.h"
 #include "util/grow.h"
 #include "util/hashidx.h"
 
@@ -918,149 +919,6 @@ void cp_timeline_free(struct cp_timeline *tl)
 
 /* ------------------------------------------------------------ raw text */
 
-struct reader {
-	struct cp_timeline *tl;
-	const char *name;       /* for messages */
-	unsigned long line_no;
-	char *error;
-	size_t error_size;
-	const char **frames;    /* the line's frames, root first */
-	size_t *lens;
-	size_t frames_cap;
-	bool weighted;          /* sample lines have a WEIGHT ("# fields") */
-};
-
-static void say(struct reader *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void say(struct reader *r, const char *fmt, ...)
-{
-	if (!r->error || r->error_size == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(r->error, r->error_size, fmt, ap);
-	va_end(ap);
-}
-
-static bool is_blank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-}
-
-static bool is_digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-/* The first bytes of TEXT (LEN of them) for quoting in a message: at most
- * 40 characters, "..." when cut.  */
-static void excerpt(const char *text, size_t len, char out[48])
-{
-	if (len > 40)
-		snprintf(out, 48, "%.37s...", text);
-	else
-		snprintf(out, 48, "%.*s", (int)len, text);
-}
-
-static const double powers_of_ten[] = {
-	1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-};
-
-/* Parse TEXT (LEN bytes, NUL after them) as a decimal number of seconds:
- * [+-]digits[.digits][e[+-]digits], digits on at least one side of the
- * point.  The common form (at most 15 significant digits, no exponent)
- * is converted exactly without strtod: both the digits and the power of
- * ten are exact doubles, so one division rounds correctly.  */
-static bool parse_seconds(const char *text, size_t len, double *out)
-{
-	size_t i = 0;
-	bool negative = false;
-	if (i < len && (text[i] == '+' || text[i] == '-'))
-		negative = text[i++] == '-';
-	uint64_t mantissa = 0;
-	unsigned digits = 0, decimals = 0;
-	bool any = false, exact = true;
-	while (i < len && is_digit(text[i])) {
-		if (mantissa || text[i] != '0')
-			digits++;
-		mantissa = mantissa * 10 + (uint64_t)(text[i] - '0');
-		exact &= digits <= 15;
-		any = true;
-		i++;
-	}
-	if (i < len && text[i] == '.') {
-		i++;
-		while (i < len && is_digit(text[i])) {
-			if (mantissa || text[i] != '0')
-				digits++;
-			exact &= digits <= 15;
-			mantissa = mantissa * 10 + (uint64_t)(text[i] - '0');
-			decimals++;
-			any = true;
-			i++;
-		}
-	}
-	if (!any)
-		return false;
-	if (i < len && (text[i] == 'e' || text[i] == 'E')) {
-		i++;
-		if (i < len && (text[i] == '+' || text[i] == '-'))
-			i++;
-		if (i == len || !is_digit(text[i]))
-			return false;
-		while (i < len && is_digit(text[i]))
-			i++;
-		exact = false;
-	}
-	if (i != len)
-		return false;
-	if (exact && decimals < sizeof(powers_of_ten) / sizeof(*powers_of_ten)) {
-		double v = (double)mantissa / powers_of_ten[decimals];
-		*out = negative ? -v : v;
-		return true;
-	}
-	*out = strtod(text, NULL);
-	return true; /* 1e999 is infinite: the caller checks the range */
-}
-
-/* Parse a thread id: decimal digits, at most INT_MAX.  */
-static bool parse_tid(const char *text, size_t len, pid_t *out)
-{
-	if (len == 0 || len > 10)
-		return false;
-	int64_t v = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (!is_digit(text[i]))
-			return false;
-		v = v * 10 + (text[i] - '0');
-	}
-	if (v > INT_MAX)
-		return false;
-	*out = (pid_t)v;
-	return true;
-}
-
-/* Parse a weight: decimal digits, 1 to UINT64_MAX.  */
-static bool parse_weight(const char *text, size_t len, uint64_t *out)
-{
-	if (len == 0 || len > 20)
-		return false;
-	uint64_t v = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (!is_digit(text[i]))
-			return false;
-		unsigned d = (unsigned)(text[i] - '0');
-		if (v > (UINT64_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	if (v == 0)
-		return false;
-	*out = v;
-	return true;
-}
-
 /* How many bytes A and B (N each) have in common from the start.  */
 static size_t common_prefix(const char *a, const char *b, size_t n)
 {
@@ -1090,217 +948,26 @@ static size_t common_prefix(const char *a, const char *b, size_t n)
 	return i;
 }
 
-/* Does the text at P (up to END) begin with the word WORD, followed by a
- * blank or the end?  */
-static bool word_is(const char *p, const char *end, const char *word)
+/* A raw sample line (cp_raw_read's callback).  */
+static int raw_sample(void *arg, const struct cp_raw_sample *s)
 {
-	size_t n = strlen(word);
-	return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 &&
-	       (p + n == end || is_blank(p[n]));
-}
-
-/* The words of P (up to END) are exactly those of WORDS (one space
- * between each)?  */
-static bool words_are(const char *p, const char *end, const char *words)
-{
-	for (;;) {
-		while (p < end && is_blank(*p))
-			p++;
-		while (*words == ' ')
-			words++;
-		if (!*words || p == end)
-			return !*words && p == end;
-		const char *w = words;
-		while (*words && *words != ' ')
-			words++;
-		size_t n = (size_t)(words - w);
-		if ((size_t)(end - p) < n || memcmp(p, w, n) != 0 ||
-		    (p + n < end && !is_blank(p[n])))
-			return false;
-		p += n;
-	}
-}
-
-/* The headers about weights: "fields ...", "frequency HZ", "weight-unit
- * UNIT" (P after the '#' and blanks).  Returns 1 when P was one of them,
- * 0 when not, -CP_E_PARSE (message written) for fields we cannot read.  */
-static int read_weight_header(struct reader *r, char *p, char *end)
-{
-	struct cp_timeline *tl = r->tl;
-	if (word_is(p, end, "fields")) {
-		p += 6;
-		if (words_are(p, end, "SECONDS TID WEIGHT STACK"))
-			r->weighted = true;
-		else if (words_are(p, end, "SECONDS TID STACK"))
-			r->weighted = false;
-		else {
-			char quoted[48];
-			while (p < end && is_blank(*p))
-				p++;
-			excerpt(p, (size_t)(end - p), quoted);
-			say(r, "%s:%lu: unknown fields '%s': expected 'SECONDS TID WEIGHT STACK' or 'SECONDS TID STACK'",
-			    r->name, r->line_no, quoted);
-			return -CP_E_PARSE;
-		}
-		return 1;
-	}
-	if (word_is(p, end, "frequency")) {
-		p += 9;
-		while (p < end && is_blank(*p))
-			p++;
-		double hz;
-		if (!tl->tick_fixed && parse_seconds(p, (size_t)(end - p), &hz) &&
-		    hz >= 1e-6 && hz <= 1e9)
-			tl->tick = 1 / hz;
-		return 1;
-	}
-	if (word_is(p, end, "weight-unit")) {
-		p += 11;
-		if (words_are(p, end, "samples"))
-			tl->weight_unit = WEIGHT_TICKS;
-		else if (words_are(p, end, "nanoseconds"))
-			tl->weight_unit = WEIGHT_NS;
-		else
-			tl->weight_unit = WEIGHT_UNKNOWN;
-		return 1;
-	}
-	return 0;
-}
-
-/* A header line (LINE, after the '#'): "thread TID NAME", "target PID
- * [NAME]" and the weight headers are used; anything else is a comment.  */
-static int read_header(struct reader *r, char *line, char *end)
-{
-	char *p = line;
-	while (p < end && is_blank(*p))
-		p++;
-	int rc = read_weight_header(r, p, end);
-	if (rc != 0)
-		return rc < 0 ? rc : 0;
-	bool thread = (size_t)(end - p) > 6 && memcmp(p, "thread", 6) == 0 &&
-		      is_blank(p[6]);
-	bool target = (size_t)(end - p) > 6 && memcmp(p, "target", 6) == 0 &&
-		      is_blank(p[6]);
-	if (!thread && !target)
-		return 0;
-	p += 6;
-	while (p < end && is_blank(*p))
-		p++;
-	char *id = p;
-	while (p < end && !is_blank(*p))
-		p++;
-	pid_t tid;
-	if (!parse_tid(id, (size_t)(p - id), &tid) || tid == 0)
-		return 0; /* a comment that begins with the word */
-	while (p < end && is_blank(*p))
-		p++;
-	if (thread)
-		return p < end ? cp_timeline_thread_name(r->tl, tid, p) : 0;
-	rc = cp_timeline_process(r->tl, tid, p < end ? p : NULL);
-	return rc == -CP_E_INVAL ? 0 : rc; /* too late: samples came first */
-}
-
-/* Read one line (LEN bytes, no newline, NUL after them).  Returns 1 for
- * a sample, 0 for anything else, or a -CP_E_* code with the message
- * written.  */
-static int read_line(struct reader *r, char *line, size_t len)
-{
-	char quoted[48];
-	char *end = line + len;
-	while (end > line && is_blank(end[-1]))
-		end--;
-	*end = '\0';
-	char *p = line;
-	while (p < end && is_blank(*p))
-		p++;
-	if (p == end)
-		return 0;
-	if (*p == '#') {
-		if (memchr(p, '\0', (size_t)(end - p)))
-			goto binary;
-		int rc = read_header(r, p + 1, end);
-		if (rc < 0 && rc != -CP_E_PARSE)
-			say(r, "%s:%lu: %s", r->name, r->line_no,
-			    cp_strerror(rc));
-		return rc;
-	}
-
-	char *ts = p;
-	while (p < end && !is_blank(*p))
-		p++;
-	char *ts_end = p;
-	while (p < end && is_blank(*p))
-		p++;
-	char *tid_text = p;
-	while (p < end && !is_blank(*p))
-		p++;
-	char *tid_end = p;
-	while (p < end && is_blank(*p))
-		p++;
-	char *weight_text = p;
-	if (r->weighted) {
-		while (p < end && !is_blank(*p))
-			p++;
-	}
-	char *weight_end = p;
-	while (p < end && is_blank(*p))
-		p++;
-	char *stack = p;
-	if (tid_text == tid_end) {
-		excerpt(ts, (size_t)(end - ts), quoted);
-		say(r, "%s:%lu: missing thread id: expected 'TIMESTAMP TID FRAME;FRAME;...', found '%s'",
-		    r->name, r->line_no, quoted);
-		return -CP_E_PARSE;
-	}
-	double seconds;
-	*ts_end = '\0';
-	if (!parse_seconds(ts, (size_t)(ts_end - ts), &seconds) ||
-	    !(seconds >= -MAX_SECONDS && seconds <= MAX_SECONDS)) {
-		excerpt(ts, (size_t)(ts_end - ts), quoted);
-		say(r, "%s:%lu: timestamp '%s' is not a number of seconds",
-		    r->name, r->line_no, quoted);
-		return -CP_E_PARSE;
-	}
-	pid_t tid;
-	if (!parse_tid(tid_text, (size_t)(tid_end - tid_text), &tid)) {
-		excerpt(tid_text, (size_t)(tid_end - tid_text), quoted);
-		say(r, "%s:%lu: thread id '%s' is not a number from 0 to %d",
-		    r->name, r->line_no, quoted, INT_MAX);
-		return -CP_E_PARSE;
-	}
-	uint64_t weight = 1;
-	if (r->weighted &&
-	    !parse_weight(weight_text, (size_t)(weight_end - weight_text),
-			  &weight)) {
-		if (weight_text == weight_end)
-			say(r, "%s:%lu: missing weight: expected 'TIMESTAMP TID WEIGHT FRAME;FRAME;...' (see the '# fields' header)",
-			    r->name, r->line_no);
-		else {
-			excerpt(weight_text, (size_t)(weight_end - weight_text),
-				quoted);
-			say(r, "%s:%lu: weight '%s' is not a whole number from 1 to %llu",
-			    r->name, r->line_no, quoted,
-			    (unsigned long long)UINT64_MAX);
-		}
-		return -CP_E_PARSE;
-	}
-
+	struct cp_timeline *tl = arg;
 	struct thread *t;
-	int rc = sample_begin(r->tl, seconds, tid, &t);
+	int rc = sample_begin(tl, s->seconds, s->tid, &t);
 	if (rc == -CP_E_PARSE) {
-		say(r, "%s:%lu: time goes backwards in thread %d: %s after %s",
-		    r->name, r->line_no, (int)tid, ts, r->tl->recent->last_text);
+		cp_raw_fail(s->reader, "time goes backwards in thread %d: %s after %s",
+			    (int)s->tid, s->seconds_text, tl->recent->last_text);
 		return rc;
 	}
 	if (rc < 0)
-		goto nomem;
+		return rc;
 
 	/* The frames the stack shares with the thread's previous one, found
 	 * on the text: the thread keeps its names joined by ';' as the line
 	 * does, so one comparison of bytes finds them, and only the rest of
 	 * the line needs splitting and checking.  */
-	size_t stack_len = (size_t)(end - stack);
-	size_t common = common_prefix(stack, t->names,
+	size_t stack_len = s->stack_len;
+	size_t common = common_prefix(s->stack, t->names,
 				      stack_len < t->names_len ? stack_len
 							       : t->names_len);
 	/* Kept: the frames whose ';' matched too (the ends of the frames
@@ -1320,187 +987,64 @@ static int read_line(struct reader *r, char *line, size_t len)
 	size_t at = keep ? t->stack[keep - 1].name_off +
 				   t->stack[keep - 1].name_len
 			 : 0;
-	bool more = keep ? at < stack_len : stack_len > 0;
-	if (keep && more)
-		at++; /* the ';' */
-	size_t nnew = 0;
-	while (more) {
-		const char *frame = stack + at;
-		const char *semi = memchr(frame, ';', stack_len - at);
-		size_t frame_len = semi ? (size_t)(semi - frame) : stack_len - at;
-		bool blank = true;
-		for (size_t i = 0; i < frame_len; i++) {
-			if (frame[i] == '\0')
-				goto binary;
-			blank &= is_blank(frame[i]);
-		}
-		if (blank || (semi && at + frame_len + 1 == stack_len)) {
-			excerpt(stack, stack_len, quoted);
-			say(r, "%s:%lu: frame %zu is empty in '%s'", r->name,
-			    r->line_no, keep + nnew + 1 + !blank, quoted);
-			return -CP_E_PARSE;
-		}
-		if (nnew == r->frames_cap) {
-			size_t cap = r->frames_cap ? 2 * r->frames_cap : 64;
-			const char **frames = realloc(r->frames,
-						      cap * sizeof(*frames));
-			if (frames)
-				r->frames = frames;
-			size_t *lens = realloc(r->lens, cap * sizeof(*lens));
-			if (lens)
-				r->lens = lens;
-			if (!frames || !lens)
-				goto nomem;
-			r->frames_cap = cap;
-		}
-		r->frames[nnew] = frame;
-		r->lens[nnew++] = frame_len;
-		more = semi != NULL;
-		at += frame_len + 1;
-	}
-
-	rc = sample_apply(r->tl, t, ts, seconds, weight, keep, r->frames,
-			  r->lens,
-			  nnew);
-	if (rc == -CP_E_SYS) {
-		if (r->tl->spool_dir[0])
-			say(r, "%s:%lu: cannot create a temporary file in %s: %s (set TMPDIR to a writable directory)",
-			    r->name, r->line_no, r->tl->spool_dir,
-			    strerror(errno));
-		else
-			say(r, "%s:%lu: cannot write: %s", r->name, r->line_no,
-			    strerror(errno));
-		return rc;
-	}
+	const char *const *frames;
+	const size_t *lens;
+	size_t nnew;
+	rc = cp_raw_frames(s, keep, at, &frames, &lens, &nnew);
 	if (rc < 0)
-		goto nomem;
-	return 1;
-nomem:
-	say(r, "%s:%lu: out of memory", r->name, r->line_no);
-	return -CP_E_NOMEM;
-binary:
-	say(r, "%s:%lu: binary data (a NUL byte), not raw samples", r->name,
-	    r->line_no);
-	return -CP_E_PARSE;
+		return rc;
+	rc = sample_apply(tl, t, s->seconds_text, s->seconds, s->weight, keep,
+			  frames, lens, nnew);
+	if (rc == -CP_E_SYS) {
+		if (tl->spool_dir[0])
+			cp_raw_fail(s->reader, "cannot create a temporary file in %s: %s (set TMPDIR to a writable directory)",
+				    tl->spool_dir, strerror(errno));
+		else
+			cp_raw_fail(s->reader, "cannot write: %s",
+				    strerror(errno));
+	} else if (rc == -CP_E_NOMEM) {
+		cp_raw_fail(s->reader, "out of memory");
+	}
+	return rc;
 }
 
-/* Lines from a stream without getline's copy: the text is read in large
- * blocks into a buffer of ours and each line is handed out in place
- * (NUL-terminated where its newline was; the caller may change it).  */
-struct lines {
-	FILE *in;
-	char *buf;
-	size_t cap;
-	size_t pos, len;   /* unread bytes: buf[pos, len) */
-	size_t block;      /* bytes asked of the next read */
-	bool eof;
-};
-
-/* Reads begin small and double up to the large block, so a small input
- * never asks for a megabyte: glibc reuses a freed one, but ASan maps and
- * poisons a fresh one at every call (tests/fuzz/fuzz_timeline ran 8 times
- * slower); a large input still goes in large reads.  */
-#define LINES_FIRST_BLOCK (1u << 14)
-#define LINES_BLOCK (1u << 20)
-
-/* The next line into *LINE (without its newline) and *LEN.  Returns 1, 0
- * at the end of the input, or -CP_E_SYS / -CP_E_NOMEM.  */
-static int next_line(struct lines *l, char **line, size_t *len)
+static int raw_thread(void *arg, pid_t tid, const char *name)
 {
-	size_t scanned = 0; /* bytes after POS known to hold no newline */
-	for (;;) {
-		char *nl = l->len > l->pos + scanned
-				   ? memchr(l->buf + l->pos + scanned, '\n',
-					    l->len - l->pos - scanned)
-				   : NULL;
-		if (nl || (l->eof && l->pos < l->len)) {
-			char *end = nl ? nl : l->buf + l->len;
-			*line = l->buf + l->pos;
-			*len = (size_t)(end - *line);
-			*end = '\0'; /* NL's place, or the spare byte */
-			l->pos += *len + (nl != NULL);
-			return 1;
-		}
-		if (l->eof)
-			return 0;
-		scanned = l->len - l->pos;
-		/* Keep the partial line, at the front; room for a block and
-		 * a terminating NUL.  */
-		if (scanned)
-			memmove(l->buf, l->buf + l->pos, scanned);
-		l->len = scanned;
-		l->pos = 0;
-		size_t block = l->block;
-		l->block = block < LINES_BLOCK ? 2 * block : LINES_BLOCK;
-		if (!cp_grow((void **)&l->buf, &l->cap, l->len + block + 1, 1,
-			     16))
-			return -CP_E_NOMEM;
-		size_t got = fread_unlocked(l->buf + l->len, 1, block, l->in);
-		l->len += got;
-		if (got < block) {
-			if (ferror(l->in))
-				return -CP_E_SYS;
-			l->eof = true;
-		}
-	}
+	return cp_timeline_thread_name(arg, tid, name);
+}
+
+static int raw_target(void *arg, pid_t pid, const char *name)
+{
+	int rc = cp_timeline_process(arg, pid, name);
+	return rc == -CP_E_INVAL ? 0 : rc; /* too late: samples came first */
+}
+
+static int raw_frequency(void *arg, double hz)
+{
+	struct cp_timeline *tl = arg;
+	if (!tl->tick_fixed)
+		tl->tick = 1 / hz;
+	return 0;
+}
+
+static int raw_weight_unit(void *arg, enum cp_raw_weight_unit unit)
+{
+	struct cp_timeline *tl = arg;
+	tl->weight_unit = unit == CP_RAW_WEIGHT_SAMPLES	      ? WEIGHT_TICKS
+			  : unit == CP_RAW_WEIGHT_NANOSECONDS ? WEIGHT_NS
+							      : WEIGHT_UNKNOWN;
+	return 0;
 }
 
 int cp_timeline_read_raw(struct cp_timeline *tl, FILE *in, const char *name,
 			 char *error, size_t error_size)
 {
-	struct reader r = {
-		.tl = tl,
-		.name = name ? name : "<input>",
-		.error = error,
-		.error_size = error_size,
+	static const struct cp_raw_callbacks callbacks = {
+		.sample = raw_sample,
+		.thread = raw_thread,
+		.target = raw_target,
+		.frequency = raw_frequency,
+		.weight_unit = raw_weight_unit,
 	};
-	struct lines lines = {.in = in, .block = LINES_FIRST_BLOCK};
-	char *text;
-	size_t len;
-	uint64_t samples = 0;
-	int rc;
-
-	if (error && error_size)
-		error[0] = '\0';
-	errno = 0;
-	while ((rc = next_line(&lines, &text, &len)) > 0) {
-		r.line_no++;
-		if (r.line_no == 1) {
-			if (len >= 2 && (unsigned char)text[0] == 0x1f &&
-			    (unsigned char)text[1] == 0x8b) {
-				say(&r, "%s: gzip-compressed data, not raw samples text",
-				    r.name);
-				rc = -CP_E_PARSE;
-				goto out;
-			}
-			if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
-				text += 3;
-				len -= 3;
-			}
-		}
-		rc = read_line(&r, text, len);
-		if (rc < 0)
-			goto out;
-		samples += (uint64_t)rc;
-	}
-	if (rc == -CP_E_NOMEM) {
-		say(&r, "%s:%lu: out of memory", r.name, r.line_no + 1);
-		goto out;
-	}
-	if (rc == -CP_E_SYS) {
-		int saved = errno ? errno : EIO;
-		say(&r, "%s: cannot read: %s", r.name, strerror(saved));
-		errno = saved;
-		goto out;
-	}
-	if (samples == 0) {
-		say(&r, "%s: no samples (the input is empty, or has only blank lines and headers)",
-		    r.name);
-		rc = -CP_E_PARSE;
-	}
-out:
-	free(lines.buf);
-	free(r.frames);
-	free(r.lens);
-	return rc;
+	return cp_raw_read(in, name, &callbacks, tl, error, error_size);
 }
