@@ -163,7 +163,7 @@ static void build_folded(void)
 static void build_bytes(void)
 {
 	struct cp_profile_meta *meta = cp_profile_meta(profile);
-	snprintf(meta->unit, sizeof(meta->unit), "bytes");
+	cp_profile_set_count_type(profile, "space", "bytes");
 	meta->frequency = 99; /* not a CPU profile all the same */
 	uint32_t exe = cp_profile_add_mapping(profile, 0x400000, 0x500000, 0,
 					      str("/usr/bin/demo"), 0);

@@ -952,7 +952,7 @@ END_TEST
 START_TEST(width_title_unit)
 {
 	struct cp_profile *p = basic_profile();
-	snprintf(cp_profile_meta(p)->unit, sizeof(cp_profile_meta(p)->unit), "bytes");
+	cp_profile_set_count_type(p, "space", "bytes");
 	struct cp_svg_options o = defaults;
 	o.width = 800;
 	o.title = "Heap";

@@ -758,6 +758,16 @@ struct tu_profile *tu_profile_parse(const char *text, char *error,
 		struct tu_stack stack;
 
 		line_number++;
+		/* cprof's first line for counts that are not samples
+		 * (output.h CP_FOLDED_SAMPLE_TYPE_TAG) is not a stack.  */
+		static const char tag[] = "# cprof sample_type:";
+		if (line_number == 1 && len >= sizeof(tag) - 1 &&
+		    memcmp(line, tag, sizeof(tag) - 1) == 0) {
+			if (newline == NULL)
+				break;
+			line = newline + 1;
+			continue;
+		}
 		if (!parse_line(line, len, &stack, error, error_size,
 				line_number)) {
 			free_stack(&stack);

@@ -134,8 +134,9 @@ struct tu_profile {
 #define TU_FRAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
 /* Parse folded text: "frame;frame;...;frame COUNT" lines, the count after
- * the LAST space (frames may contain spaces: "1234 worker-a").  Empty
- * text is an empty profile.  Returns NULL when a line is malformed (no
+ * the LAST space (frames may contain spaces: "1234 worker-a"); a first
+ * line "# cprof sample_type: TYPE UNIT" is skipped.  Empty text is an
+ * empty profile.  Returns NULL when a line is malformed (no
  * count, a count of 0 or not a number, an empty frame, a blank line), with
  * the reason in ERROR (ERROR_SIZE bytes).  Free with tu_profile_free.  */
 struct tu_profile *tu_profile_parse(const char *text, char *error,

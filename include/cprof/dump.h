@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "cprof/capture.h"
+#include "cprof/json.h" /* until timeline.c includes it itself */
 #include "cprof/symbols.h"
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
@@ -62,8 +63,5 @@ int cp_write_dump_text(const struct cp_dump *dump, bool lines, FILE *stream);
 
 /* Print DUMP as one JSON document.  Returns 0 or -CP_E_SYS.  */
 int cp_write_dump_json(const struct cp_dump *dump, FILE *stream);
-
-/* Write S as a JSON string literal (quoted, escaped) to STREAM.  */
-void cp_json_string(FILE *stream, const char *s);
 
 #endif

@@ -53,9 +53,10 @@ enum cp_output_kind {
 int cp_output_open(const char *path, struct cp_output **out, char *error,
 		   size_t error_size);
 
-/* The profile format an output file's name asks for: "svg" (.svg),
- * "folded" (.folded), "pprof" (.pb.gz), "speedscope" (.speedscope.json),
- * any case; NULL when PATH is NULL or says nothing.  Static strings.  */
+/* The name of the format an output file's name asks for
+ * (cp_format_for_path of format.h: "svg" for .svg, "folded", "pprof" for
+ * .pb.gz, "speedscope" for .speedscope.json; any case); NULL when PATH is
+ * NULL or says nothing.  Static strings.  */
 const char *cp_output_format_for_path(const char *path);
 
 /* The stream to write to; borrowed.  */
@@ -88,10 +89,18 @@ struct cp_folded_options {
 	size_t max_depth; /* frames kept per stack, innermost first; 0: all */
 };
 
+/* The first line of folded output whose counts are not samples: the tag,
+ * then the sample type and unit ("# cprof sample_type: inuse_space
+ * bytes").  FlameGraph's flamegraph.pl skips it (a line without a count;
+ * it says "Ignored 1 lines with invalid format"), speedscope's importer
+ * skips it; cp_read_folded reads it back.  */
+#define CP_FOLDED_SAMPLE_TYPE_TAG "# cprof sample_type:"
+
 /* Write PROFILE as folded stacks: one line per distinct stack, root
  * first, frames joined by ';', a space and the count; sorted by stack text.
- * Inlined frames carry the FlameGraph suffix "_[i]".  Returns 0,
- * -CP_E_NOMEM or -CP_E_SYS.  */
+ * Inlined frames carry the FlameGraph suffix "_[i]".  When the counts are
+ * not samples/count, a first line CP_FOLDED_SAMPLE_TYPE_TAG " TYPE UNIT"
+ * says what they weigh.  Returns 0, -CP_E_NOMEM or -CP_E_SYS.  */
 int cp_write_folded(const struct cp_profile *profile,
 		    const struct cp_folded_options *options, FILE *stream);
 
@@ -113,7 +122,8 @@ struct cp_svg_options {
 	bool inverted;          /* icicle: root at the top */
 	const char *colors;     /* palette: NULL or "default", "hot", "mem",
 				 * "io", "blue", "green", "aqua", ... */
-	const char *unit;       /* "samples" (default) or "bytes", ... */
+	const char *unit;       /* the word for the counts; NULL: the
+				 * profile's (cp_sample_type_word) */
 	const char *comment;    /* put in the header comment (command line,
 				 * target, date); may be NULL */
 	/* Differential flame graph: widths from the profile written, colours
@@ -133,9 +143,11 @@ int cp_write_svg(const struct cp_profile *profile,
 /* ---------------------------------------------------------- pprof */
 
 /* Write PROFILE as a gzip-compressed perftools.profiles.Profile
- * (profile.proto).  CPU profiles get sample types samples/count and
- * cpu/nanoseconds (the count times 1e9 / frequency), period_type
- * cpu/nanoseconds; a "bytes" unit gives space/bytes.  Locations are leaf
+ * (profile.proto).  The sample types come from the meta: samples/count
+ * with a frequency give samples/count and cpu/nanoseconds (wall with a
+ * time_type "wall"; the count times 1e9 / frequency), period_type the
+ * latter; a profile with value types (heap) one value per type, the
+ * last the default; any other its count type alone.  Locations are leaf
  * first, inlined frames as extra lines (caller last); each sample carries
  * thread_id and thread_name labels.  Returns 0 or a -CP_E_* code.  */
 int cp_write_pprof(const struct cp_profile *profile, FILE *stream);
@@ -145,11 +157,11 @@ int cp_write_pprof(const struct cp_profile *profile, FILE *stream);
 /* Write PROFILE in speedscope's file format
  * (https://www.speedscope.app/file-format-schema.json): one "sampled"
  * profile per thread, shared frames, each thread's stacks sorted (an
- * aggregated profile has no time order).  Values carry their unit: CPU and
- * wall samples (unit "samples" with a frequency) in nanoseconds, the
- * count times the sampling period rounded to whole nanoseconds (as
- * cp_write_pprof); "bytes" in bytes; other counts "none".  NAME names the
- * file.  Returns 0 or a -CP_E_* code.  */
+ * aggregated profile has no time order).  Values carry their unit:
+ * samples/count with a frequency in nanoseconds, the count times the
+ * sampling period rounded to whole nanoseconds (as cp_write_pprof); a
+ * count type in bytes (or nanoseconds) as it is; other counts "none".
+ * NAME names the file.  Returns 0 or a -CP_E_* code.  */
 int cp_write_speedscope(const struct cp_profile *profile, const char *name,
 			FILE *stream);
 
@@ -184,7 +196,10 @@ int cp_write_speedscope_log(const struct cp_profile *profile,
 
 /* Read folded stacks (FlameGraph's format: frames joined by ';', then the
  * count after the last run of whitespace; decimal counts allowed and
- * rounded) from STREAM into a new profile.  NAME is used in messages.  On
+ * rounded) from STREAM into a new profile; a first line
+ * CP_FOLDED_SAMPLE_TYPE_TAG " TYPE UNIT" sets what the counts weigh
+ * (without it they are samples/count); other lines beginning with '#'
+ * are skipped.  NAME is used in messages.  On
  * malformed input returns -CP_E_PARSE with "NAME:LINE: what" in ERROR;
  * empty input is -CP_E_PARSE too ("NAME: no samples").  A leading frame
  * "TID name" written by --threads is kept as an ordinary frame.  */

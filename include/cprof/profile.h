@@ -30,6 +30,20 @@ struct cp_mapping {
 	uint32_t build_id;     /* string id of the hex build-id, 0 if none */
 };
 
+/* Values a sample can carry besides its count (heap profiles: objects
+ * and bytes allocated, objects and bytes in use).  */
+#define CP_PROFILE_VALUES 4
+
+/* What a value of samples measures and in which unit (pprof's
+ * ValueType): samples/count, cpu/nanoseconds, wall/nanoseconds,
+ * alloc_objects/count, alloc_space/bytes, inuse_objects/count,
+ * inuse_space/bytes, threads/count.  Names are lower case, without
+ * spaces.  */
+struct cp_sample_type {
+	char type[32];
+	char unit[16];
+};
+
 /* What a profile is about, for the writers' headers and pprof's fields. */
 struct cp_profile_meta {
 	uint32_t frequency;       /* samples per second per thread, 0 if n/a */
@@ -38,7 +52,20 @@ struct cp_profile_meta {
 	pid_t pid;
 	char target[256];         /* the target's command line or name */
 	char command[512];        /* the profiler's own command line */
-	char unit[32];            /* "samples" (default), "bytes", ... */
+	/* What the count of a sample weighs: samples/count (the default)
+	 * or what a producer set (cp_profile_set_count_type; a heap profile:
+	 * one of its value types).  Samples/count with a FREQUENCY are ticks
+	 * of 1/FREQUENCY s of TIME_TYPE.  */
+	struct cp_sample_type count_type;
+	char time_type[16];       /* "cpu" (the default) or "wall" */
+	/* The types of the samples' values[] (a heap profile's four, in
+	 * cp_heap_fill_profile's order); 0 when samples carry none.  */
+	size_t nvalue_types;
+	struct cp_sample_type value_types[CP_PROFILE_VALUES];
+	/* The word for COUNT_TYPE (cp_sample_type_word), kept in step by
+	 * cp_profile_set_count_type for readers not yet switched to
+	 * COUNT_TYPE; do not set it.  */
+	char unit[32];
 };
 
 struct cp_location {
@@ -48,10 +75,6 @@ struct cp_location {
 	uint32_t nlines;
 	const struct cp_line *lines; /* innermost first */
 };
-
-/* Values a sample can carry besides its count (heap profiles: objects
- * and bytes allocated, objects and bytes in use).  */
-#define CP_PROFILE_VALUES 4
 
 /* One aggregated sample: a thread, a stack and a count.  */
 struct cp_sample {
@@ -98,6 +121,36 @@ uint32_t cp_profile_location_count(const struct cp_profile *profile);
 /* The profile's description; never NULL, writable by its producer.  */
 struct cp_profile_meta *cp_profile_meta(struct cp_profile *profile);
 const struct cp_profile_meta *cp_profile_meta_const(const struct cp_profile *p);
+
+/* Set TYPE to TYPE_NAME and UNIT (truncated to fit).  */
+void cp_sample_type_set(struct cp_sample_type *type, const char *type_name,
+			const char *unit);
+
+/* True when TYPE is TYPE_NAME (NULL: any) in UNIT (NULL: any).  */
+bool cp_sample_type_is(const struct cp_sample_type *type,
+		       const char *type_name, const char *unit);
+
+/* The word for a quantity of TYPE in text (a report's totals, a flame
+ * graph's tooltips): the unit ("bytes", "nanoseconds"), except counts:
+ * "samples" for samples/count, "allocations" for *_objects/count, else
+ * the type ("threads").  Borrowed from TYPE or static.  */
+const char *cp_sample_type_word(const struct cp_sample_type *type);
+
+/* Set what PROFILE's counts weigh to TYPE_NAME/UNIT.  */
+void cp_profile_set_count_type(struct cp_profile *profile,
+			       const char *type_name, const char *unit);
+
+/* A heap profile's value types (alloc_objects/count, alloc_space/bytes,
+ * inuse_objects/count, inuse_space/bytes, in values[] order), the count
+ * weighing value COUNT_VALUE of them (0..3): every sample's count becomes
+ * its value COUNT_VALUE (0 for a site with nothing live: writers leave
+ * such samples out, pprof keeps them for their other values).  */
+void cp_profile_set_heap_types(struct cp_profile *profile,
+			       size_t count_value);
+
+/* True when PROFILE's counts are samples/count (ticks when it has a
+ * frequency).  */
+bool cp_profile_counts_samples(const struct cp_profile *profile);
 
 /* Replace the module and lines of location ID (a location added before
  * its address was symbolized).  Returns 0, -CP_E_INVAL or -CP_E_NOMEM.  */

@@ -6,6 +6,7 @@
 
 #include "cprof/error.h"
 #include "cprof/output.h"
+#include "formats/entries.h"
 
 struct text {
 	char *data;
@@ -192,7 +193,14 @@ int cp_write_folded(const struct cp_profile *p,
 	if (nlines > 0)
 		qsort_r(lines, nlines, sizeof(*lines), compare_lines, texts);
 	rc = 0;
-	for (size_t i = 0; i < nlines; i++) {
+	/* Counts that are not samples say what they are, so a conversion
+	 * (heap -> folded -> report) keeps their unit.  */
+	const struct cp_profile_meta *meta = cp_profile_meta_const(p);
+	if (!cp_sample_type_is(&meta->count_type, "samples", "count") &&
+	    fprintf(stream, CP_FOLDED_SAMPLE_TYPE_TAG " %s %s\n",
+		    meta->count_type.type, meta->count_type.unit) < 0)
+		rc = -CP_E_SYS;
+	for (size_t i = 0; i < nlines && rc == 0; i++) {
 		if (lines[i].count == 0)
 			continue;
 		if (fprintf(stream, "%s %llu\n",
@@ -207,4 +215,14 @@ out:
 	free(lines);
 	cp_profile_free(texts);
 	return rc;
+}
+
+int cp_format_folded_write(const struct cp_format_input *in,
+			   const struct cp_format_options *o, FILE *stream)
+{
+	struct cp_folded_options fo = o->folded;
+	/* A heap site is not a thread's.  */
+	if (in->kind == CP_FORMAT_HEAP)
+		fo.threads = false;
+	return cp_write_folded(in->profile, &fo, stream);
 }

@@ -165,6 +165,24 @@ static uint32_t frame_location(struct reader *r, const char *name, size_t len)
 	return loc;
 }
 
+/* A comment line: "# cprof sample_type: TYPE UNIT" (cp_write_folded's
+ * header for counts that are not samples) sets what the counts weigh;
+ * other comments are skipped.  */
+static void read_header(struct reader *r, const char *line, size_t len)
+{
+	static const char tag[] = CP_FOLDED_SAMPLE_TYPE_TAG;
+	size_t tag_len = sizeof(tag) - 1;
+	if (len <= tag_len || memcmp(line, tag, tag_len) != 0)
+		return;
+	char text[64], type[32], unit[16];
+	size_t n = len - tag_len < sizeof(text) - 1 ? len - tag_len
+						    : sizeof(text) - 1;
+	memcpy(text, line + tag_len, n);
+	text[n] = '\0';
+	if (sscanf(text, " %31[a-z0-9_] %15[a-z0-9_]", type, unit) == 2)
+		cp_profile_set_count_type(r->profile, type, unit);
+}
+
 /* Read one line (LEN bytes, no newline).  Returns 0, -CP_E_PARSE (message
  * written) or -CP_E_NOMEM.  */
 static int read_line(struct reader *r, char *line, size_t len)
@@ -178,7 +196,11 @@ static int read_line(struct reader *r, char *line, size_t len)
 	}
 	while (len > 0 && is_blank(line[len - 1]))
 		len--;
-	if (len == 0 || line[0] == '#')
+	if (len > 0 && line[0] == '#') {
+		read_header(r, line, len);
+		return 0;
+	}
+	if (len == 0)
 		return 0;
 
 	/* The count: after the last run of blanks.  */
@@ -279,8 +301,6 @@ int cp_read_folded(FILE *stream, const char *name, struct cp_profile **out,
 		rc = -CP_E_NOMEM;
 		goto fail;
 	}
-	snprintf(cp_profile_meta(r.profile)->unit,
-		 sizeof(cp_profile_meta(r.profile)->unit), "samples");
 
 	errno = 0;
 	while ((len = getline(&line, &line_cap, stream)) >= 0) {

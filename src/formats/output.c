@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cprof/error.h"
+#include "cprof/format.h"
 #include "formats/outdest.h"
 
 /* ".NAME" TMP_TAG "PID.RANDOM": what marks our temporaries.  */
@@ -224,21 +225,8 @@ int cp_output_open(const char *path, struct cp_output **out, char *error,
 
 const char *cp_output_format_for_path(const char *path)
 {
-	static const struct {
-		const char *suffix, *format;
-	} known[] = {
-		{".svg", "svg"},
-		{".folded", "folded"},
-		{".pb.gz", "pprof"},
-		{".speedscope.json", "speedscope"},
-	};
-	size_t len = path ? strlen(path) : 0;
-	for (size_t i = 0; i < sizeof(known) / sizeof(*known); i++) {
-		size_t n = strlen(known[i].suffix);
-		if (len > n && strcasecmp(path + len - n, known[i].suffix) == 0)
-			return known[i].format;
-	}
-	return NULL;
+	const struct cp_format *format = cp_format_for_path(path);
+	return format ? format->name : NULL;
 }
 
 FILE *cp_output_stream(struct cp_output *out)

@@ -13,6 +13,7 @@
 
 #include "cprof/error.h"
 #include "cprof/output.h"
+#include "formats/entries.h"
 #include "util/hashidx.h"
 #include "profile.pb-c.h"
 
@@ -30,58 +31,56 @@ struct value_kind {
 	enum value_source source;
 };
 
-/* The sample types of one kind of profile.  Add a row to support a new
- * profile unit (heap mode: allocations, in-use space...).  */
+/* The sample types a profile is written with, from its meta.  */
 struct profile_kind {
-	const char *unit;       /* cp_profile_meta.unit; NULL matches any */
 	bool timed;             /* needs a sampling frequency */
 	size_t nvalues;
-	struct value_kind values[4];
+	struct value_kind values[CP_PROFILE_VALUES];
 	size_t period_type;     /* index into VALUES */
 };
 
-static const struct profile_kind profile_kinds[] = {
-	/* CPU samples with a known frequency: an event count first (pprof's
-	 * convention), then the CPU time it stands for, which is the default
-	 * view (the last sample type).  */
-	{ "samples", true, 2, {
-		{ "samples", "count", VALUE_COUNT },
-		{ "cpu", "nanoseconds", VALUE_PERIOD },
-	}, 1 },
-	/* A heap profile (cprof-attach --heap): Go's heap profile types, so
-	 * `go tool pprof -sample_index=alloc_space` works; in-use space is
-	 * the default view.  */
-	{ "heap", false, 4, {
-		{ "alloc_objects", "count", VALUE_0 },
-		{ "alloc_space", "bytes", VALUE_1 },
-		{ "inuse_objects", "count", VALUE_2 },
-		{ "inuse_space", "bytes", VALUE_3 },
-	}, 3 },
-	/* Counts that are bytes: there is no event count to report, so the
-	 * bytes are the only value.  */
-	{ "bytes", false, 1, {
-		{ "space", "bytes", VALUE_COUNT },
-	}, 0 },
-	/* Anything else, and samples of unknown frequency (a profile read
-	 * from folded text): plain counts.  */
-	{ NULL, false, 1, {
-		{ "samples", "count", VALUE_COUNT },
-	}, 0 },
-};
-
-static const struct profile_kind *profile_kind_of(
-	const struct cp_profile_meta *meta)
+static void profile_kind_of(const struct cp_profile_meta *meta,
+			    struct profile_kind *k)
 {
-	size_t n = sizeof(profile_kinds) / sizeof(profile_kinds[0]);
-	for (size_t i = 0; i < n; i++) {
-		const struct profile_kind *k = &profile_kinds[i];
-		if (!k->unit)
-			return k;
-		if (strcmp(k->unit, meta->unit) == 0 &&
-		    (!k->timed || meta->frequency > 0))
-			return k;
+	memset(k, 0, sizeof(*k));
+	if (meta->nvalue_types > 0) {
+		/* A heap profile (cprof-attach --heap): Go's heap profile
+		 * types from the values, so `go tool pprof
+		 * -sample_index=alloc_space` works; the last (in-use space)
+		 * is the default view.  */
+		k->nvalues = meta->nvalue_types;
+		for (size_t i = 0; i < k->nvalues; i++) {
+			k->values[i].type = meta->value_types[i].type;
+			k->values[i].unit = meta->value_types[i].unit;
+			k->values[i].source = (enum value_source)(VALUE_0 + i);
+		}
+		k->period_type = k->nvalues - 1;
+	} else if (cp_sample_type_is(&meta->count_type, "samples", "count") &&
+		   meta->frequency > 0) {
+		/* Samples with a known frequency: an event count first
+		 * (pprof's convention), then the CPU (or wall) time it
+		 * stands for, which is the default view (the last sample
+		 * type).  */
+		k->timed = true;
+		k->nvalues = 2;
+		k->values[0] = (struct value_kind){ "samples", "count",
+						    VALUE_COUNT };
+		k->values[1] = (struct value_kind){
+			meta->time_type[0] ? meta->time_type : "cpu",
+			"nanoseconds", VALUE_PERIOD };
+		k->period_type = 1;
+	} else {
+		/* Anything else: the counts in their own type (samples of
+		 * unknown frequency, a profile read from folded text, are
+		 * samples/count).  */
+		k->nvalues = 1;
+		k->values[0] = (struct value_kind){
+			meta->count_type.type[0] ? meta->count_type.type
+						 : "samples",
+			meta->count_type.unit[0] ? meta->count_type.unit
+						 : "count",
+			VALUE_COUNT };
 	}
-	return &profile_kinds[n - 1];
 }
 
 /* ------------------------------------------------------------- arena */
@@ -501,7 +500,12 @@ static bool build_samples(struct builder *b, const struct profile_kind *kind,
 	uint32_t nlocations = cp_profile_location_count(b->p);
 	for (size_t i = 0; i < nsamples; i++) {
 		const struct cp_sample *cs = &samples[i];
-		if (cs->count == 0)
+		bool weighs = cs->count > 0;
+		for (size_t v = 0; v < kind->nvalues && !weighs; v++)
+			if (kind->values[v].source >= VALUE_0)
+				weighs = cs->values[kind->values[v].source -
+						    VALUE_0] > 0;
+		if (!weighs)
 			continue;
 		size_t depth;
 		const uint32_t *locs =
@@ -663,7 +667,9 @@ static int write_gzip(const ProtobufCMessage *message, FILE *stream)
 int cp_write_pprof(const struct cp_profile *p, FILE *stream)
 {
 	const struct cp_profile_meta *meta = cp_profile_meta_const(p);
-	const struct profile_kind *kind = profile_kind_of(meta);
+	struct profile_kind kind_of_meta;
+	profile_kind_of(meta, &kind_of_meta);
+	const struct profile_kind *kind = &kind_of_meta;
 	int64_t period = 1;
 	if (kind->timed)
 		period = (int64_t)((1000000000ULL + meta->frequency / 2) /
@@ -740,4 +746,11 @@ out:
 	cp_profile_free(b.strings);
 	arena_free(&b.arena);
 	return rc;
+}
+
+int cp_format_pprof_write(const struct cp_format_input *in,
+			  const struct cp_format_options *o, FILE *stream)
+{
+	(void)o;
+	return cp_write_pprof(in->profile, stream);
 }

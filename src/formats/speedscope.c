@@ -22,9 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cprof/dump.h"
+#include "cprof/json.h"
 #include "cprof/error.h"
 #include "cprof/output.h"
+#include "formats/entries.h"
 #include "util/grow.h"
 #include "util/hashidx.h"
 
@@ -222,14 +223,14 @@ static int compare_logged(const void *a, const void *b)
 static void choose_unit(struct writer *w)
 {
 	const struct cp_profile_meta *meta = cp_profile_meta_const(w->p);
+	const struct cp_sample_type *t = &meta->count_type;
 	w->unit = "none";
 	w->scale = 1;
-	if (strcmp(meta->unit, "bytes") == 0) {
+	if (cp_sample_type_is(t, NULL, "bytes")) {
 		w->unit = "bytes";
-	} else if (strcmp(meta->unit, "nanoseconds") == 0) {
+	} else if (cp_sample_type_is(t, NULL, "nanoseconds")) {
 		w->unit = "nanoseconds";
-	} else if ((meta->unit[0] == '\0' ||
-		    strcmp(meta->unit, "samples") == 0) &&
+	} else if (cp_sample_type_is(t, "samples", "count") &&
 		   meta->frequency > 0) {
 		/* The sampling period, rounded as cp_write_pprof does, so
 		 * both files give a function the same time.  */
@@ -535,5 +536,77 @@ out:
 	free(stack_offset);
 	free(stack_len);
 	writer_free(&w);
+	return rc;
+}
+
+/* ---------------------------------------------------------- registry */
+
+int cp_format_speedscope_write(const struct cp_format_input *in,
+			       const struct cp_format_options *o, FILE *stream)
+{
+	const struct cp_profile_meta *meta = cp_profile_meta_const(in->profile);
+	return cp_write_speedscope(in->profile, o->name ? o->name : meta->target,
+				   stream);
+}
+
+/* The recorder: the samples in time order (the log is made at the first
+ * sample), written with the profile's names at the end.  */
+struct speedscope_recorder {
+	struct cp_format_input in;
+	struct cp_format_options options;
+	FILE *stream;
+	struct cp_speedscope_log *log;
+	bool lost;             /* a sample could not be logged */
+};
+
+int cp_format_speedscope_begin(const struct cp_format_input *in,
+			       const struct cp_format_options *o, FILE *stream,
+			       void **state)
+{
+	struct speedscope_recorder *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -CP_E_NOMEM;
+	r->in = *in;
+	r->options = *o;
+	r->stream = stream;
+	*state = r;
+	return 0;
+}
+
+int cp_format_speedscope_sample(void *state, uint64_t t_ns, pid_t tid,
+				uint32_t stack, uint64_t weight)
+{
+	(void)t_ns;
+	struct speedscope_recorder *r = state;
+	int rc = r->log ? 0 : cp_speedscope_log_new(&r->log);
+	if (rc == 0)
+		rc = cp_speedscope_log_add(r->log, tid, stack, weight);
+	if (rc < 0)
+		r->lost = true;
+	/* Not an error of the run: the end falls back to the aggregated
+	 * profile.  */
+	return 0;
+}
+
+int cp_format_speedscope_end(void *state, bool write)
+{
+	struct speedscope_recorder *r = state;
+	int rc = 0;
+	if (write && r->log && !r->lost) {
+		const struct cp_profile_meta *meta =
+			cp_profile_meta_const(r->in.profile);
+		rc = cp_write_speedscope_log(r->in.profile,
+					     r->options.name ? r->options.name
+							     : meta->target,
+					     r->log, r->stream);
+	} else if (write) {
+		if (r->lost && r->options.warn)
+			r->options.warn(r->options.warn_arg,
+					"out of memory for the samples in time order: the speedscope file has each thread's stacks aggregated");
+		rc = cp_format_speedscope_write(&r->in, &r->options,
+						r->stream);
+	}
+	cp_speedscope_log_free(r->log);
+	free(r);
 	return rc;
 }

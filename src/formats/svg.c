@@ -85,6 +85,7 @@
 
 #include "cprof/error.h"
 #include "cprof/output.h"
+#include "formats/entries.h"
 #include "cprof/profile.h"
 
 #ifndef CP_VERSION
@@ -1348,7 +1349,7 @@ int cp_write_svg(const struct cp_profile *profile,
 		.f = stream,
 		.g = &g,
 		.unit = o->unit && *o->unit ? o->unit
-			: meta->unit[0] ? meta->unit : "samples",
+			: cp_sample_type_word(&meta->count_type),
 		.total = g.nodes[0].count,
 		.minwidth = o->minwidth < 0 ? 0.1 : o->minwidth,
 		.palette = palette,
@@ -1377,4 +1378,10 @@ int cp_write_svg(const struct cp_profile *profile,
 out:
 	graph_free(&g);
 	return rc;
+}
+
+int cp_format_svg_write(const struct cp_format_input *in,
+			const struct cp_format_options *o, FILE *stream)
+{
+	return cp_write_svg(in->profile, &o->svg, stream);
 }

@@ -85,7 +85,8 @@ struct cp_profile *cp_profile_new(void)
 		cp_profile_free(p);
 		return NULL;
 	}
-	snprintf(p->meta.unit, sizeof(p->meta.unit), "samples");
+	cp_profile_set_count_type(p, "samples", "count");
+	snprintf(p->meta.time_type, sizeof(p->meta.time_type), "cpu");
 	return p;
 }
 
@@ -421,6 +422,68 @@ void cp_profile_set_location_mapping(struct cp_profile *p, uint32_t id,
 uint32_t cp_profile_location_count(const struct cp_profile *p)
 {
 	return p->nlocations;
+}
+
+void cp_sample_type_set(struct cp_sample_type *t, const char *type,
+			const char *unit)
+{
+	snprintf(t->type, sizeof(t->type), "%s", type ? type : "");
+	snprintf(t->unit, sizeof(t->unit), "%s", unit ? unit : "");
+}
+
+bool cp_sample_type_is(const struct cp_sample_type *t, const char *type,
+		       const char *unit)
+{
+	return (!type || strcmp(t->type, type) == 0) &&
+	       (!unit || strcmp(t->unit, unit) == 0);
+}
+
+const char *cp_sample_type_word(const struct cp_sample_type *t)
+{
+	if (!t->unit[0] || strcmp(t->unit, "count") != 0)
+		return t->unit[0] ? t->unit : "samples";
+	if (!t->type[0] || strcmp(t->type, "samples") == 0)
+		return "samples";
+	size_t len = strlen(t->type);
+	if (len >= 8 && strcmp(t->type + len - 8, "_objects") == 0)
+		return "allocations";
+	return t->type;
+}
+
+void cp_profile_set_count_type(struct cp_profile *p, const char *type,
+			       const char *unit)
+{
+	cp_sample_type_set(&p->meta.count_type, type, unit);
+	snprintf(p->meta.unit, sizeof(p->meta.unit), "%s",
+		 cp_sample_type_word(&p->meta.count_type));
+}
+
+void cp_profile_set_heap_types(struct cp_profile *p, size_t count_value)
+{
+	static const char *const types[CP_PROFILE_VALUES][2] = {
+		{ "alloc_objects", "count" },
+		{ "alloc_space", "bytes" },
+		{ "inuse_objects", "count" },
+		{ "inuse_space", "bytes" },
+	};
+	p->meta.nvalue_types = CP_PROFILE_VALUES;
+	for (size_t i = 0; i < CP_PROFILE_VALUES; i++)
+		cp_sample_type_set(&p->meta.value_types[i], types[i][0],
+				   types[i][1]);
+	if (count_value >= CP_PROFILE_VALUES)
+		count_value = CP_PROFILE_VALUES - 1;
+	cp_profile_set_count_type(p, types[count_value][0],
+				  types[count_value][1]);
+	p->total = 0;
+	for (size_t i = 0; i < p->nsamples; i++) {
+		p->samples[i].count = p->samples[i].values[count_value];
+		p->total += p->samples[i].count;
+	}
+}
+
+bool cp_profile_counts_samples(const struct cp_profile *p)
+{
+	return cp_sample_type_is(&p->meta.count_type, "samples", "count");
 }
 
 struct cp_profile_meta *cp_profile_meta(struct cp_profile *p)

@@ -1,6 +1,6 @@
 #include <stdio.h>
 
-#include "cprof/dump.h"
+#include "cprof/json.h"
 
 void cp_json_string(FILE *f, const char *s)
 {

@@ -1,0 +1,21 @@
+/* --format report: the top-functions report of a profile
+ * (src/analysis/report.c), or for a heap profile the heap report
+ * (heap_report.c: the summary's figures and the top sites).  */
+#include "cprof/heap.h"
+#include "cprof/report.h"
+#include "formats/entries.h"
+
+int cp_format_report_write(const struct cp_format_input *in,
+			   const struct cp_format_options *o, FILE *stream)
+{
+	if (in->kind == CP_FORMAT_HEAP && in->heap)
+		return cp_heap_write_report(in->heap, in->profile,
+					    o->top ? o->top : 10, stream);
+	const struct cp_profile_meta *meta = cp_profile_meta_const(in->profile);
+	struct cp_report_options ro = {
+		.top = o->top,
+		.name = o->name ? o->name
+				: meta->target[0] ? meta->target : NULL,
+	};
+	return cp_report_write(in->profile, &ro, stream);
+}
