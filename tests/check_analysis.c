@@ -157,13 +157,18 @@ END_TEST
 START_TEST(report_unit_from_profile)
 {
 	struct cp_profile *p = sample_profile();
-	snprintf(cp_profile_meta(p)->unit, sizeof(cp_profile_meta(p)->unit),
-		 "bytes");
+	cp_profile_set_count_type(p, "inuse_space", "bytes");
 	char *text = report_text(p, &(struct cp_report_options){.top = 1});
 	ck_assert_ptr_nonnull(strstr(text, "profile: 20 bytes, 4 stacks"));
 	ck_assert_ptr_nonnull(strstr(text, "functions by self bytes:\n"));
 	ck_assert_ptr_nonnull(strstr(text, "functions by total bytes:\n"));
 	ck_assert_ptr_null(strstr(text, "samples"));
+	free(text);
+	/* Objects: allocations.  */
+	cp_profile_set_count_type(p, "alloc_objects", "count");
+	text = report_text(p, &(struct cp_report_options){.top = 1});
+	ck_assert_ptr_nonnull(strstr(text, "profile: 20 allocations, 4 stacks"));
+	ck_assert_ptr_nonnull(strstr(text, "functions by self allocations:\n"));
 	free(text);
 	cp_profile_free(p);
 }

@@ -4,7 +4,8 @@
  * as data and as the text `cprof report` prints.  Functions are the
  * names of the profile's lines: every line of a location counts, so an
  * inlined function is a function of its own.  The weight of a sample is
- * its count, in the unit of the profile's meta (samples, bytes, ...).  */
+ * its count, in what the profile's meta says its counts weigh
+ * (count_type: samples, bytes, allocations, ...).  */
 #ifndef CPROF_REPORT_H
 #define CPROF_REPORT_H
 

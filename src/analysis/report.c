@@ -138,11 +138,11 @@ static void print_table(FILE *stream, const struct cp_report_function *stats,
 	}
 }
 
-/* The word for the unit of PROFILE's counts.  */
+/* The word for what PROFILE's counts weigh: samples, bytes,
+ * allocations, ...  */
 static const char *unit_of(const struct cp_profile *profile)
 {
-	const char *unit = cp_profile_meta_const(profile)->unit;
-	return unit[0] ? unit : "samples";
+	return cp_sample_type_word(&cp_profile_meta_const(profile)->count_type);
 }
 
 int cp_report_write(const struct cp_profile *profile,
