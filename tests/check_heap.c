@@ -29,8 +29,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "cprof/error.h"
+#include "cprof/heap.h"
+#include "cprof/profile.h"
+#include "cprof/symbols.h"
+#include "cprof/target.h"
+#include "cprof/unwinder.h"
 #include "testutil.h"
 
 /* Generous bounds: they only end a test that hangs (a trap costs 20-60
@@ -1640,6 +1647,152 @@ START_TEST(test_no_such_process)
 }
 END_TEST
 
+/* ------------------------------------------ on and off, one attachment */
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The function of the innermost frame of PROFILE's stack STACK, or "".  */
+static const char *innermost_function(const struct cp_profile *profile,
+				      uint32_t stack)
+{
+	size_t n = 0;
+	const uint32_t *locs = cp_profile_stack(profile, stack, &n);
+	const struct cp_location *loc;
+
+	if (n == 0)
+		return "";
+	loc = cp_profile_location(profile, locs[0]);
+	if (loc == NULL || loc->nlines == 0)
+		return "";
+	return cp_profile_string(profile, loc->lines[0].function);
+}
+
+/* One heap window on the attached TARGET: start tracing, have the
+ * heap-leak windows fixture run COMMAND (its NUMBER-th), trace until it
+ * says "done", finish; then every count of the window is the fixture's,
+ * the site of the most allocations is in FUNCTION, and the code is back
+ * as in its files while the target stays attached.  */
+static void heap_window(struct cp_target *target, struct cp_unwinder *unwinder,
+			struct cp_symbols *symbols, struct tu_proc *fixture,
+			const char *command, unsigned number,
+			const char *function)
+{
+	struct cp_heap_options options = { .max_depth = 64 };
+	struct cp_profile *profile = cp_profile_new();
+	struct cp_heap *heap = NULL;
+	const struct cp_heap_summary *s;
+	char prefix[32];
+	char why[256];
+	char *done;
+	uint64_t limit = monotonic_ns() + WORK_TIMEOUT_MS * 1000000ull;
+	size_t top = 0;
+	int rc;
+
+	ck_assert_ptr_nonnull(profile);
+	rc = cp_heap_start(target, unwinder, symbols, profile, &options,
+			   &heap);
+	CHECK(rc == 0, "cp_heap_start: %s", cp_strerror(-rc));
+	ck_assert_uint_gt(cp_heap_breakpoints(heap, NULL), 0);
+	say(command);
+	snprintf(prefix, sizeof(prefix), "done n=%u ", number);
+	while (!tu_proc_wait_line_prefix(fixture, prefix, 1)) {
+		enum cp_heap_end end = CP_HEAP_EXITED;
+
+		rc = cp_heap_run_until(heap, monotonic_ns() + 20000000u, NULL,
+				       &end);
+		CHECK(rc == 0, "cp_heap_run_until: %s", cp_strerror(-rc));
+		CHECK(end == CP_HEAP_DEADLINE, "the run ended with %d",
+		      (int)end);
+		CHECK(monotonic_ns() < limit, "no \"%s\" line within %d s",
+		      prefix, WORK_TIMEOUT_MS / 1000);
+	}
+	ck_assert_int_eq(cp_heap_finish(heap), 0);
+	/* Every byte back, the target still ours.  */
+	CHECK(tu_code_matches_files(fixture->pid, why, sizeof(why)),
+	      "after window %u: %s", number, why);
+	ck_assert_int_gt(tu_traced_tasks(fixture->pid), 0);
+	cp_heap_resolve(heap);
+
+	done = wait_line(fixture, prefix, 0);
+	s = cp_heap_summary(heap);
+	ck_assert_uint_eq(s->calls[cp_heap_entry_find("malloc")],
+			  done_count(done, "malloc"));
+	ck_assert_uint_eq(s->calls[cp_heap_entry_find("calloc")],
+			  done_count(done, "calloc"));
+	ck_assert_uint_eq(s->calls[cp_heap_entry_find("realloc")],
+			  done_count(done, "realloc"));
+	ck_assert_uint_eq(s->calls[cp_heap_entry_find("free")],
+			  done_count(done, "free"));
+	ck_assert_uint_eq(s->allocations, done_count(done, "malloc") +
+						  done_count(done, "calloc") +
+						  done_count(done, "realloc"));
+	ck_assert_uint_eq(s->alloc_bytes, done_count(done, "alloc_bytes"));
+	ck_assert_uint_eq(s->frees, done_count(done, "free"));
+	ck_assert_uint_eq(s->realloc_releases, done_count(done, "realloc"));
+	ck_assert_uint_eq(s->live_count, 0);
+	ck_assert_uint_eq(s->untracked_frees + s->repeat_frees, 0);
+	ck_assert_uint_eq(s->lost_returns, 0);
+	for (size_t i = 1; i < s->nsites; i++)
+		if (s->sites[i].alloc_count > s->sites[top].alloc_count)
+			top = i;
+	ck_assert_str_eq(innermost_function(profile, s->sites[top].stack),
+			 function);
+	free(done);
+	cp_heap_free(heap);
+	cp_profile_free(profile);
+}
+
+/* Heap tracing on and off on one attachment, through the library (what
+ * a session does): two windows with their own counts, the code restored
+ * and the target attached between them, and after the detach the target
+ * untraced, its code as in its files, still working.  */
+START_TEST(test_windows_one_attach)
+{
+	struct tu_proc *fixture = start_fixture("heap-leak", "windows", NULL,
+						NULL);
+	struct cp_symbols_options symbol_options = { 0 };
+	struct cp_target *target = NULL;
+	struct cp_unwinder *unwinder = NULL;
+	struct cp_symbols *symbols = NULL;
+	char why[256];
+	char *done;
+	int rc;
+
+	rc = cp_target_attach(fixture->pid, NULL, 0,
+			      CP_TARGET_FOLLOW_CLONES | CP_TARGET_FOLLOW_FORKS,
+			      &target, NULL);
+	CHECK(rc == 0, "cannot attach to %d: %s", (int)fixture->pid,
+	      cp_strerror(-rc));
+	ck_assert_int_eq(cp_unwinder_new(fixture->pid, &unwinder), 0);
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, &symbol_options,
+					&symbols), 0);
+
+	heap_window(target, unwinder, symbols, fixture, "small", 1,
+		    "small_allocs");
+	heap_window(target, unwinder, symbols, fixture, "grow", 2,
+		    "grow_buffer");
+
+	cp_target_detach(target);
+	ck_assert_int_eq(tu_traced_tasks(fixture->pid), 0);
+	CHECK(tu_code_matches_files(fixture->pid, why, sizeof(why)),
+	      "after the detach: %s", why);
+	/* Untraced, it still computes: a third command, then exit.  */
+	say("small");
+	done = wait_line(fixture, "done n=3 ", WORK_TIMEOUT_MS);
+	ck_assert_uint_eq(done_count(done, "malloc"), 1000);
+	free(done);
+	finish_fixture(fixture, "ok");
+	cp_symbols_free(symbols);
+	cp_unwinder_free(unwinder);
+}
+END_TEST
+
 /* --------------------------------------------------------------- suite */
 
 static TCase *new_case(Suite *suite, const char *name, double timeout)
@@ -1662,6 +1815,9 @@ static Suite *heap_suite(void)
 	tcase_add_test(tcase, test_leak_target_exits);
 	tcase_add_test(tcase, test_leak_folded);
 	tcase_add_test(tcase, test_leak_pprof);
+
+	tcase = new_case(suite, "windows", 120);
+	tcase_add_test(tcase, test_windows_one_attach);
 
 	tcase = new_case(suite, "jemalloc", 120);
 	tcase_add_test(tcase, test_leak_jemalloc);

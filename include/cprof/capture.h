@@ -68,6 +68,15 @@ void cp_capture_free(struct cp_capture *capture);
 int cp_capture_take(struct cp_capture *capture, pid_t tid,
 		    struct cp_capture_slot *slot);
 
+/* cp_capture_take for a thread held at a trap whose registers the caller
+ * has read and changed: REGS are what to unwind from (heap mode: the pc
+ * rewound to its breakpoint, not yet written back).  The snapshot method
+ * copies only the stack (no second read of the registers); the ptrace
+ * method writes REGS to the thread first.  Returns 0 or a -CP_E_* code.  */
+int cp_capture_take_regs(struct cp_capture *capture, pid_t tid,
+			 const struct user_regs_struct *regs,
+			 struct cp_capture_slot *slot);
+
 /* The frames of SLOT into PCS (at most MAX, 0: the engine's depth),
  * innermost first; the number.  Also tells the target where the
  * thread's stack is (for the next copy's length).  */

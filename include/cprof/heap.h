@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cprof/capture.h"
 #include "cprof/heaptable.h"
 #include "cprof/profile.h"
 #include "cprof/symbols.h"
@@ -40,6 +41,8 @@ struct cp_heap_options {
 	volatile sig_atomic_t *stop; /* set by the caller's signal handler */
 	bool force_step;      /* never emulate: step with all threads held
 			       * (tests the fallback) */
+	enum cp_unwind_mode unwind; /* how an allocation's stack is taken
+				     * (cprof/capture.h); 0: snapshot */
 	/* Problems the caller may want to show (a byte that could not be
 	 * restored); may be NULL.  The library never prints.  */
 	void (*warn)(void *arg, const char *message);

@@ -104,6 +104,21 @@ int cp_capture_take(struct cp_capture *c, pid_t tid,
 	return c->ops->take(c, tid, slot);
 }
 
+int cp_capture_take_regs(struct cp_capture *c, pid_t tid,
+			 const struct user_regs_struct *regs,
+			 struct cp_capture_slot *slot)
+{
+	if (c->ops->take == snapshot_take) {
+		slot->npcs = 0;
+		slot->snap.regs = *regs;
+		return cp_target_snapshot_stack(c->target, tid, &slot->snap);
+	}
+	int rc = cp_target_set_regs(c->target, tid, regs);
+	if (rc < 0)
+		return rc;
+	return c->ops->take(c, tid, slot);
+}
+
 size_t cp_capture_unwind(struct cp_capture *c,
 			 const struct cp_capture_slot *slot, uint64_t *pcs,
 			 size_t max)

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cprof/capture.h"
 #include "cprof/error.h"
 #include "cprof/insn.h"
 #include "cprof/procfs.h"
@@ -77,7 +78,8 @@ struct cp_heap {
 	uint64_t t0_ns;           /* tracing began (0: not yet) */
 	pid_t *steps;             /* threads held for a fallback step */
 	size_t nsteps, steps_cap;
-	struct cp_snapshot snap;
+	struct cp_capture *capture; /* the capture path (cprof/capture.h) */
+	struct cp_capture_slot slot; /* what the last entry took */
 	uint64_t *pcs;
 	uint32_t *locs;
 	int error;                /* first internal failure */
@@ -317,7 +319,8 @@ static void mappings_changed(struct cp_heap *h)
 static int arm(struct cp_heap *h)
 {
 	struct cp_heap_found found[CP_HEAP_MAX_ENTRIES];
-	int rc = cp_heap_alloc_find(h->pid, h->r_debug, found, &h->r_debug);
+	struct cp_addrspace *space = cp_unwinder_addrspace(h->unwinder);
+	int rc = cp_heap_alloc_find(space, h->r_debug, found, &h->r_debug);
 	if (rc < 0)
 		return rc;
 	h->nbps = 0;
@@ -413,7 +416,7 @@ out:
  * allocator's own frame is left out, the caller comes first.  */
 static void record_stack(struct cp_heap *h, struct tstate *ts)
 {
-	size_t n = cp_unwinder_unwind(h->unwinder, &h->snap, h->pcs,
+	size_t n = cp_capture_unwind(h->capture, &h->slot, h->pcs,
 				      h->o.max_depth + 1);
 	size_t first = n > 1 ? 1 : 0;
 	size_t depth = 0;
@@ -588,16 +591,16 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 		} else {
 			/* Copy the stack for the unwinder, then send the
 			 * return to our int3.  */
-			h->snap.regs = regs;
-			cp_abi_set_pc(&h->snap.regs, pc);
+			struct user_regs_struct at_entry = regs;
+			cp_abi_set_pc(&at_entry, pc);
+			const struct cp_snapshot *snap = &h->slot.snap;
 			uint64_t ret = 0;
-			if (cp_target_snapshot_stack(h->target, tid,
-						     &h->snap) == 0 &&
-			    sp >= h->snap.stack_addr &&
-			    h->snap.stack_len >= 8 &&
-			    sp - h->snap.stack_addr <= h->snap.stack_len - 8)
+			if (cp_capture_take_regs(h->capture, tid, &at_entry,
+						 &h->slot) == 0 &&
+			    sp >= snap->stack_addr && snap->stack_len >= 8 &&
+			    sp - snap->stack_addr <= snap->stack_len - 8)
 				memcpy(&ret,
-				       h->snap.stack + (sp - h->snap.stack_addr),
+				       snap->stack + (sp - snap->stack_addr),
 				       8);
 			else
 				read_u64(h->pid, sp, &ret);
@@ -644,9 +647,9 @@ static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
 		cp_target_resume(h->target, tid);
 	}
 	if (want_stack) {
-		/* Once per thread: where its stack ends, so the next copies
-		 * take exactly the used part (read after the resume).  */
-		cp_target_learn_stack(h->target, tid, sp);
+		/* After the resume: the copy's frames (the capture path also
+		 * learns, once per thread, where its stack ends, so the next
+		 * copies take exactly the used part).  */
 		record_stack(h, ts);
 	}
 	return CP_TRAP_HANDLED;
@@ -730,7 +733,9 @@ static void on_exec(void *arg)
 		 * constructors run (which may allocate: libstdc++'s
 		 * emergency pool).  The entry point stays the fallback.  */
 		uint64_t base = cp_procfs_auxv(h->pid, AT_BASE), brk = 0;
-		if (base && cp_heap_alloc_loader(h->pid, base, &brk, &h->r_debug) == 0)
+		struct cp_addrspace *space = cp_unwinder_addrspace(h->unwinder);
+		if (base && cp_heap_alloc_loader(space, base, &brk,
+						 &h->r_debug) == 0)
 			set_loader_bp(h, brk);
 		h->phase = WAIT_ENTRY;
 		return;
@@ -779,6 +784,10 @@ int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 	h->table = cp_heaptable_new();
 	int rc = -CP_E_NOMEM;
 	if (!h->pcs || !h->locs || !h->table)
+		goto fail;
+	rc = cp_capture_new(target, unwinder, h->o.unwind, h->o.max_depth + 1,
+			    &h->capture);
+	if (rc < 0)
 		goto fail;
 	/* The symbolizer thread must not take our signals: they are what
 	 * interrupts the wait for the next trap.  */
@@ -1051,7 +1060,8 @@ void cp_heap_free(struct cp_heap *h)
 	free(h->threads);
 	cp_heaptable_free(h->table);
 	free(h->steps);
-	free(h->snap.stack);
+	cp_capture_slot_free(&h->slot);
+	cp_capture_free(h->capture);
 	free(h->pcs);
 	free(h->locs);
 	free(h);
