@@ -399,6 +399,7 @@ START_TEST(test_symbols_link_order)
 			      "%s found in %s", names[i],
 			      syms[i].module->path);
 		ck_assert(!syms[i].executable);
+		ck_assert_str_eq(syms[i].name, "libjemalloc.so.2");
 		ck_assert_uint_ge(syms[i].value, syms[i].module->start);
 		ck_assert_uint_lt(syms[i].value, syms[i].module->end);
 	}
@@ -429,10 +430,12 @@ START_TEST(test_symbols_link_order)
 	memset(syms, 0, sizeof(syms));
 	found = cp_addrspace_find_symbols(as, &v, 0, names, 2, 0, syms, NULL);
 	ck_assert_int_eq(found, 2);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		ck_assert_msg(ends_with(syms[i].module->path, "/libc.so.6"),
 			      "%s found in %s", names[i],
 			      syms[i].module->path);
+		ck_assert_str_eq(syms[i].name, "libc.so.6");
+	}
 	cp_addrspace_view_release(v);
 	cp_addrspace_free(as);
 	close(in_j);

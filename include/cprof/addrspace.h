@@ -148,6 +148,9 @@ struct cp_addrspace_symbol {
 	const struct cp_addrspace_module *module; /* borrowed from the view;
 						   * NULL when not in it */
 	bool executable;       /* found in the executable */
+	/* For messages only: "executable", or the file name of the name
+	 * the link map gives (the target's to write; never opened).  */
+	char name[128];
 };
 
 /* Look up the symbols NAMES[0..N) over the modules in link-map order

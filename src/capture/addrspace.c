@@ -779,6 +779,8 @@ struct linked {
 	const struct cp_addrspace_module *mod; /* NULL: not in the view */
 	uint64_t bias;          /* l_addr */
 	bool executable;        /* read through /proc/PID/exe */
+	char name[128];         /* for messages: the link map's, or
+				 * "executable" */
 };
 
 /* The modules of the link map at R_DEBUG into *OUT (the caller frees
@@ -821,16 +823,21 @@ static int link_order(pid_t pid, const struct cp_addrspace_view *view,
 			mods = grown;
 		}
 		if (n == 0 && name[0] == '\0') {
-			mods[n++] = (struct linked){exe, exe_bias, true};
+			mods[n++] = (struct linked){exe, exe_bias, true,
+						    "executable"};
 		} else if (name[0] == '/' && l[2]) {
 			/* The name is not opened: the file is the one mapped
 			 * where its dynamic section (l_ld) is.  */
 			const struct cp_addrspace_module *m =
 				cp_addrspace_view_module(view, l[2]);
-			if (!m)
+			if (!m) {
 				*missing = true;
-			else if (!m->vdso)
-				mods[n++] = (struct linked){m, l[0], false};
+			} else if (!m->vdso) {
+				mods[n] = (struct linked){m, l[0], false, ""};
+				snprintf(mods[n].name, sizeof(mods[n].name),
+					 "%s", strrchr(name, '/') + 1);
+				n++;
+			}
 		}
 		/* else the vDSO ("linux-vdso.so.1"): no file, no malloc.  */
 		lm = l[3];
@@ -842,7 +849,7 @@ static int link_order(pid_t pid, const struct cp_addrspace_view *view,
 		mods = calloc(1, sizeof(*mods));
 		if (!mods)
 			return -CP_E_NOMEM;
-		mods[0] = (struct linked){exe, exe_bias, true};
+		mods[0] = (struct linked){exe, exe_bias, true, "executable"};
 		n = 1;
 	}
 	*out = mods;
@@ -914,6 +921,8 @@ int cp_addrspace_find_symbols(struct cp_addrspace *as,
 				syms[f].value = got[f];
 				syms[f].module = mods[i].mod;
 				syms[f].executable = mods[i].executable;
+				memcpy(syms[f].name, mods[i].name,
+				       sizeof(syms[f].name));
 				found++;
 			}
 	}
