@@ -19,6 +19,7 @@
 
 #include "cprof/dump.h"
 #include "cprof/error.h"
+#include "cprof/format.h"
 #include "cprof/heap.h"
 #include "cprof/output.h"
 #include "cprof/procfs.h"
@@ -32,6 +33,10 @@
 
 #include "attach.h"
 
+static const char exit_text[] =
+	"\n"
+	"Exit status: 0 profile written, 1 runtime failure, 2 usage error or bad input.\n";
+
 static const char usage_text[] =
 	"Usage: cprof-attach [OPTIONS] PID [OPTIONS]\n"
 	"       cprof-attach [OPTIONS] -- COMMAND [ARG...]\n"
@@ -44,12 +49,8 @@ static const char usage_text[] =
 	"                           until Ctrl-C or the target exits\n"
 	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
 	"  -o, --output FILE        where to write the profile (default: standard output)\n"
-	"      --format FORMAT      folded (default), raw (every sample, timestamped, as\n"
-	"                           taken), trace (Chrome trace events of function\n"
-	"                           start/end, for Perfetto), svg, pprof or speedscope;\n"
-	"                           left out,\n"
-	"                           taken from -o: .folded .svg .pb.gz .speedscope.json;\n"
-	"                           with --dump: text (default) or json\n"
+	"      --format FORMAT      the output format (listed below); left out, the one\n"
+	"                           the suffix of -o names, else the mode's default\n"
 	"      --wall               also sample threads that are sleeping or blocked\n"
 	"                           (wall-clock profile); default: only running threads\n"
 	"  -t, --tid TID            sample only this thread (repeatable)\n"
@@ -58,7 +59,6 @@ static const char usage_text[] =
 	"      --unwind MODE        snapshot (default): copy the stack, resume, unwind the\n"
 	"                           copy; ptrace: unwind while the thread is stopped\n"
 	"      --dump               print every thread's stack once and detach\n"
-	"                           (--format text, the default, or json)\n"
 	"      --debuginfo-dir DIR  look for separate debug files in DIR first, by\n"
 	"                           .gnu_debuglink name and in DIR/.build-id/ (repeatable)\n"
 	"      --no-debuginfod      do not ask debuginfod servers (DEBUGINFOD_URLS)\n"
@@ -70,17 +70,14 @@ static const char usage_text[] =
 	"      --heap               trace malloc, calloc, realloc, reallocarray, free,\n"
 	"                           posix_memalign, aligned_alloc, memalign, valloc and\n"
 	"                           pvalloc with breakpoints in the target (nothing\n"
-	"                           injected); formats: report (default), folded, svg,\n"
-	"                           pprof\n"
+	"                           injected)\n"
 	"      --heap-metric METRIC live-bytes (default), alloc-bytes, live-count or\n"
 	"                           alloc-count: the weight of a stack in folded and svg\n"
 	"      --top N              sites listed per table of the heap report (default 10)\n"
 	"  -q, --quiet              no progress line and no summary\n"
 	"  -v, --verbose            more detail on stderr\n"
 	"  -h, --help               show this help\n"
-	"  -V, --version            show the version\n"
-	"\n"
-	"Exit status: 0 profile written, 1 runtime failure, 2 usage error or bad input.\n";
+	"  -V, --version            show the version\n";
 
 
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -119,6 +116,61 @@ static long parse_long(const char *text, const char *what, long lo, long hi)
 	return v;
 }
 
+
+/* The formats of the registry, for the help: all of them, then which
+ * --heap and --dump take.  */
+static void print_formats(void)
+{
+	char names[256];
+	printf("\nFormats (--format):\n");
+	cp_format_help(CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP, 2,
+		       11, stdout);
+	printf("Sampling: %s (default %s).\n",
+	       cp_format_names(CP_FORMAT_SAMPLED, names, sizeof(names)),
+	       cp_format_default(CP_FORMAT_SAMPLED)->name);
+	printf("--heap: %s (default %s).\n",
+	       cp_format_names(CP_FORMAT_HEAP, names, sizeof(names)),
+	       cp_format_default(CP_FORMAT_HEAP)->name);
+	printf("--dump: %s (default %s).\n",
+	       cp_format_names(CP_FORMAT_DUMP, names, sizeof(names)),
+	       cp_format_default(CP_FORMAT_DUMP)->name);
+}
+
+/* Settle O->format for the mode: the one asked for, else the one the
+ * suffix of -o names, else the mode's default; refuse one the mode
+ * cannot write.  */
+static void choose_format(struct options *o)
+{
+	enum cp_format_kind kind = o->heap ? CP_FORMAT_HEAP
+				   : o->dump ? CP_FORMAT_DUMP
+					     : CP_FORMAT_SAMPLED;
+	const char *mode = o->heap ? " for --heap" : o->dump ? " for --dump"
+							     : "";
+	const struct cp_format *format = NULL;
+	if (o->format) {
+		format = cp_format_find(o->format);
+	} else {
+		format = cp_format_for_path(o->output);
+		/* a suffix the mode cannot write: its default, as before */
+		if (!cp_format_supports(format, kind))
+			format = NULL;
+	}
+	if (!o->format && !format)
+		format = cp_format_default(kind);
+	if (!cp_format_supports(format, kind)) {
+		char names[256];
+		die_usage("unknown format '%s'%s: %s", o->format, mode,
+			  cp_format_names(kind, names, sizeof(names)));
+	}
+	o->format = format->name;
+	if (format->binary && !o->output && isatty(STDOUT_FILENO))
+		die_usage("%s output is binary: give -o FILE%s", format->name,
+			  format->suffixes[0] ? format->suffixes[0] : "");
+	/* debouncing is the timeline engine's */
+	if (kind == CP_FORMAT_SAMPLED && o->min_samples > 1 &&
+	    format != cp_format_find("trace"))
+		die_usage("--min-samples applies to --format trace");
+}
 
 void parse_options(int argc, char **argv, struct options *o)
 {
@@ -281,6 +333,8 @@ void parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
+			print_formats();
+			fputs(exit_text, stdout);
 			exit(EXIT_OK);
 		case 'V':
 			printf("cprof-attach %s\n", CP_VERSION);
@@ -297,45 +351,8 @@ void parse_options(int argc, char **argv, struct options *o)
 		if (o->dump || o->wall || o->ntids || frequency_given ||
 		    o->min_samples)
 			die_usage("--heap traces every allocation of every thread: --dump, --wall, --tid, --frequency and --min-samples do not apply");
-		if (!o->format)
-			o->format = cp_output_format_for_path(o->output);
-		if (!o->format)
-			o->format = "report";
-		if (strcmp(o->format, "report") != 0 &&
-		    strcmp(o->format, "folded") != 0 &&
-		    strcmp(o->format, "svg") != 0 &&
-		    strcmp(o->format, "pprof") != 0)
-			die_usage("unknown format '%s' for --heap: report, folded, svg or pprof",
-				  o->format);
-		if (strcmp(o->format, "pprof") == 0 && !o->output &&
-		    isatty(STDOUT_FILENO))
-			die_usage("pprof output is binary: give -o FILE.pb.gz");
-	} else if (o->dump) {
-		if (!o->format)
-			o->format = "text";
-		if (strcmp(o->format, "text") != 0 &&
-		    strcmp(o->format, "json") != 0)
-			die_usage("unknown format '%s' for --dump: text or json",
-				  o->format);
-	} else {
-		if (!o->format)
-			o->format = cp_output_format_for_path(o->output);
-		if (!o->format)
-			o->format = "folded";
-		if (strcmp(o->format, "folded") != 0 &&
-		    strcmp(o->format, "raw") != 0 &&
-		    strcmp(o->format, "trace") != 0 &&
-		    strcmp(o->format, "svg") != 0 &&
-		    strcmp(o->format, "pprof") != 0 &&
-		    strcmp(o->format, "speedscope") != 0)
-			die_usage("unknown format '%s': folded, raw, trace, svg, pprof or speedscope",
-				  o->format);
-		if (o->min_samples > 1 && strcmp(o->format, "trace") != 0)
-			die_usage("--min-samples applies to --format trace");
-		if (strcmp(o->format, "pprof") == 0 && !o->output &&
-		    isatty(STDOUT_FILENO))
-			die_usage("pprof output is binary: give -o FILE.pb.gz");
 	}
+	choose_format(o);
 	/* Scanning stopped at "--" (or the end): the rest is the COMMAND.  */
 	bool dashdash = optind > 0 && optind <= argc &&
 			strcmp(argv[optind - 1], "--") == 0;
