@@ -27,6 +27,7 @@
 #include "cprof/profile.h"
 #include "cprof/rawread.h"
 #include "cprof/report.h"
+#include "cprof/timeline.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -580,6 +581,44 @@ START_TEST(raw_read_samples_only)
 }
 END_TEST
 
+/* ------------------------------------------------------- format tables */
+
+/* The diff and timeline formats by name and by the output's suffix (the
+ * longest suffix wins, any case); the default is the first.  */
+START_TEST(format_tables)
+{
+	size_t n;
+	const struct cp_diff_format *d = cp_diff_formats(&n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(d[0].name, "svg");
+	ck_assert_ptr_eq(cp_diff_format_find("folded"), &d[1]);
+	ck_assert_ptr_null(cp_diff_format_find("pprof"));
+	ck_assert_ptr_null(cp_diff_format_find(NULL));
+	ck_assert_ptr_eq(cp_diff_format_for_path("a/b.FOLDED"), &d[1]);
+	ck_assert_ptr_eq(cp_diff_format_for_path("x.svg"), &d[0]);
+	ck_assert_ptr_null(cp_diff_format_for_path(".folded"));
+	ck_assert_ptr_null(cp_diff_format_for_path("x.txt"));
+	ck_assert_ptr_null(cp_diff_format_for_path(NULL));
+
+	const struct cp_timeline_format_info *t = cp_timeline_formats(&n);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(t[0].name, "events");
+	ck_assert_int_eq(t[0].format, CP_TIMELINE_EVENTS);
+	ck_assert_int_eq(cp_timeline_format_find("trace")->format,
+			 CP_TIMELINE_TRACE);
+	ck_assert_int_eq(cp_timeline_format_find("speedscope")->format,
+			 CP_TIMELINE_SPEEDSCOPE);
+	ck_assert_ptr_null(cp_timeline_format_find("raw"));
+	ck_assert_int_eq(cp_timeline_format_for_path("t.json")->format,
+			 CP_TIMELINE_TRACE);
+	ck_assert_int_eq(cp_timeline_format_for_path("t.Speedscope.JSON")->format,
+			 CP_TIMELINE_SPEEDSCOPE);
+	ck_assert_ptr_null(cp_timeline_format_for_path("t.events"));
+	ck_assert_ptr_null(cp_timeline_format_for_path(".json"));
+	ck_assert_ptr_null(cp_timeline_format_for_path(NULL));
+}
+END_TEST
+
 static Suite *analysis_suite(void)
 {
 	Suite *s = suite_create("analysis");
@@ -592,6 +631,7 @@ static Suite *analysis_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("diff");
 	tcase_add_test(tc, diff_two_profiles);
+	tcase_add_test(tc, format_tables);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("raw");
 	tcase_add_test(tc, raw_read_fields_and_headers);

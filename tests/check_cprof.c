@@ -141,7 +141,8 @@ START_TEST(read_structure)
 				       "main;parse 10\n"
 				       "main;parse;hash 8\n");
 	ck_assert_uint_eq(cp_profile_total(p), 60);
-	ck_assert_str_eq(cp_profile_meta_const(p)->unit, "samples");
+	ck_assert_str_eq(cp_sample_type_word(
+				 &cp_profile_meta_const(p)->count_type), "samples");
 	size_t n;
 	const struct cp_sample *s = cp_profile_samples(p, &n);
 	ck_assert_uint_eq(n, 2); /* the same stack twice adds up */
@@ -724,9 +725,12 @@ START_TEST(cli_usage_errors)
 		{{"diff", "a"}, "missing BEFORE or AFTER (see cprof diff --help)"},
 		{{"diff", "-", "-"}, "only one input can be standard input (-) (see cprof diff --help)"},
 		{{"diff", "a", "b", "--format", "pprof"}, "unknown format 'pprof' for diff: svg or folded (see cprof diff --help)"},
-		{{"convert", "a"}, "missing --format (folded, svg, pprof or speedscope) (see cprof convert --help)"},
-		{{"convert", "a", "-o", "a.txt"}, "cannot tell the output format from the name 'a.txt': give --format folded, svg, pprof or speedscope (see cprof convert --help)"},
-		{{"convert", "a", "--format", "png"}, "unknown format 'png': folded, svg, pprof or speedscope (see cprof convert --help)"},
+		{{"convert", "a"}, "missing --format (folded, svg, pprof, speedscope or report) (see cprof convert --help)"},
+		{{"convert", "a", "-o", "a.txt"}, "cannot tell the output format from the name 'a.txt': give --format folded, svg, pprof, speedscope or report (see cprof convert --help)"},
+		{{"convert", "a", "--format", "png"}, "unknown format 'png': folded, svg, pprof, speedscope or report (see cprof convert --help)"},
+		/* Formats written only as samples arrive need timestamps.  */
+		{{"convert", "a", "--format", "raw"}, "unknown format 'raw': folded, svg, pprof, speedscope or report (see cprof convert --help)"},
+		{{"convert", "a", "--format", "text"}, "unknown format 'text': folded, svg, pprof, speedscope or report (see cprof convert --help)"},
 		{{"flamegraph", "--width", "wide", "a"}, "invalid width 'wide': expected a whole number from 10 to 1000000 (see cprof flamegraph --help)"},
 		{{"flamegraph", "--minwidth", "-1", "a"}, "invalid minimum width '-1': expected a number of pixels, 0 or more (see cprof flamegraph --help)"},
 	};
@@ -767,6 +771,40 @@ START_TEST(cli_report_golden)
 	run = CLI(DATA, NULL, "report", "--top", "1000", "cprof-report.folded");
 	assert_text_eq(run.out, want, "cprof report --top 1000");
 	free(want);
+	cli_free(&run);
+}
+END_TEST
+
+/* convert --format report: the report through the format registry,
+ * every function (the registry's report has no default --top).  */
+START_TEST(cli_convert_report)
+{
+	struct cli_run run = CLI(DATA, NULL, "convert", "cprof-report.folded",
+				 "--format", "report");
+	assert_ok(&run, "convert --format report");
+	char *want = slurp(DATA "/cprof-report.txt");
+	assert_text_eq(run.out, want, "cprof convert --format report");
+	free(want);
+	cli_free(&run);
+}
+END_TEST
+
+/* Folded stacks of a heap profile (cprof-attach --heap --format folded
+ * writes the sample type first): the report's unit is bytes.  */
+START_TEST(cli_report_heap_units)
+{
+	struct cli_run run = CLI(NULL,
+				 "# cprof sample_type: inuse_space bytes\n"
+				 "main;alloc 300\n"
+				 "main 100\n",
+				 "report", "-");
+	assert_ok(&run, "report - (heap)");
+	ck_assert_msg(strncmp(run.out, "<stdin>: 400 bytes, 2 stacks, 2 functions\n", 42) == 0,
+		      "%s", run.out);
+	ck_assert_msg(strstr(run.out, "Top 2 of 2 functions by self bytes:\n") &&
+			      strstr(run.out, "Top 2 of 2 functions by total bytes:\n") &&
+			      !strstr(run.out, "samples"),
+		      "%s", run.out);
 	cli_free(&run);
 }
 END_TEST
@@ -1053,6 +1091,8 @@ static Suite *cprof_suite(void)
 	tcase_add_test(tc, cli_usage_errors);
 	tcase_add_test(tc, cli_report_golden);
 	tcase_add_test(tc, cli_report_stdin);
+	tcase_add_test(tc, cli_convert_report);
+	tcase_add_test(tc, cli_report_heap_units);
 	tcase_add_test(tc, cli_report_output_file);
 	tcase_add_test(tc, cli_diff_folded_golden);
 	tcase_add_test(tc, cli_convert_folded);

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cprof/output.h"
+
 struct cp_profile;
 
 /* One stack of a diff.  */
@@ -45,5 +47,40 @@ const struct cp_diff_stack *cp_diff_stacks(const struct cp_diff *diff,
 int cp_diff_write_folded(const struct cp_diff *diff, FILE *out);
 
 void cp_diff_free(struct cp_diff *diff);
+
+/* ------------------------------------------------------ diff formats */
+
+struct cp_diff_options {
+	bool normalize;              /* scale BEFORE to AFTER's total */
+	/* svg: the graph's options (BEFORE and NORMALIZE are the diff's;
+	 * a NULL title is "Differential Flame Graph", or "Differential
+	 * Icicle Graph" inverted).  */
+	struct cp_svg_options svg;
+};
+
+/* One way to write the difference of two profiles (cprof diff
+ * --format).  */
+struct cp_diff_format {
+	const char *name;
+	const char *suffixes[3];     /* picked by the output's name;
+				      * NULL-terminated */
+	const char *description;     /* one line for --help */
+	/* Write the difference of BEFORE and AFTER to OUT.  Returns 0 or a
+	 * -CP_E_* code (-CP_E_SYS with errno; svg: -CP_E_INVAL for an
+	 * unknown palette).  */
+	int (*write)(const struct cp_profile *before,
+		     const struct cp_profile *after,
+		     const struct cp_diff_options *options, FILE *out);
+};
+
+/* The diff formats, the default first; *N set.  Static.  */
+const struct cp_diff_format *cp_diff_formats(size_t *n);
+
+/* The diff format named NAME, or NULL.  */
+const struct cp_diff_format *cp_diff_format_find(const char *name);
+
+/* The diff format the suffix of PATH asks for (any case), or NULL when
+ * PATH is NULL or says nothing.  */
+const struct cp_diff_format *cp_diff_format_for_path(const char *path);
 
 #endif

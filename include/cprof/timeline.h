@@ -60,6 +60,29 @@ enum cp_timeline_format {
 	CP_TIMELINE_SPEEDSCOPE,
 };
 
+/* The timeline formats by name (cprof timeline --format), the default
+ * first.  */
+struct cp_timeline_format_info {
+	const char *name;            /* "events", "trace", "speedscope" */
+	const char *suffixes[3];     /* picked by the output's name, the
+				      * longest match winning;
+				      * NULL-terminated */
+	const char *description;     /* one line for --help */
+	enum cp_timeline_format format;
+};
+
+/* The timeline formats, the default first; *N set.  Static.  */
+const struct cp_timeline_format_info *cp_timeline_formats(size_t *n);
+
+/* The timeline format named NAME, or NULL.  */
+const struct cp_timeline_format_info *cp_timeline_format_find(const char *name);
+
+/* The timeline format the suffix of PATH asks for (any case; the longest
+ * matching suffix: ".speedscope.json" before ".json"), or NULL when PATH
+ * is NULL or says nothing.  */
+const struct cp_timeline_format_info *
+cp_timeline_format_for_path(const char *path);
+
 struct cp_timeline_options {
 	enum cp_timeline_format format;
 	unsigned min_samples;     /* debounce: consecutive samples a frame

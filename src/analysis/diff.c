@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cprof/diff.h"
 #include "cprof/error.h"
@@ -133,4 +134,69 @@ void cp_diff_free(struct cp_diff *d)
 	cp_profile_free(d->texts);
 	free(d->stacks);
 	free(d);
+}
+
+/* ------------------------------------------------------ diff formats */
+
+static int write_svg(const struct cp_profile *before,
+		     const struct cp_profile *after,
+		     const struct cp_diff_options *o, FILE *out)
+{
+	struct cp_svg_options so = o->svg;
+	if (!so.title)
+		so.title = so.inverted ? "Differential Icicle Graph"
+				       : "Differential Flame Graph";
+	so.before = before;
+	so.normalize = o->normalize;
+	return cp_write_svg(after, &so, out);
+}
+
+static int write_folded(const struct cp_profile *before,
+			const struct cp_profile *after,
+			const struct cp_diff_options *o, FILE *out)
+{
+	struct cp_diff *d;
+	int rc = cp_diff_new(before, after, o->normalize, &d);
+	if (rc == 0)
+		rc = cp_diff_write_folded(d, out);
+	cp_diff_free(d);
+	return rc;
+}
+
+static const struct cp_diff_format diff_formats[] = {
+	{"svg", {".svg", NULL},
+	 "a differential flame graph: widths from AFTER, red where a frame grew, blue where it shrank",
+	 write_svg},
+	{"folded", {".folded", NULL},
+	 "one line \"stack BEFORE AFTER\" per stack of either profile (difffolded.pl)",
+	 write_folded},
+};
+
+#define NDIFF_FORMATS (sizeof(diff_formats) / sizeof(diff_formats[0]))
+
+const struct cp_diff_format *cp_diff_formats(size_t *n)
+{
+	*n = NDIFF_FORMATS;
+	return diff_formats;
+}
+
+const struct cp_diff_format *cp_diff_format_find(const char *name)
+{
+	for (size_t i = 0; name && i < NDIFF_FORMATS; i++)
+		if (strcmp(diff_formats[i].name, name) == 0)
+			return &diff_formats[i];
+	return NULL;
+}
+
+const struct cp_diff_format *cp_diff_format_for_path(const char *path)
+{
+	size_t n = path ? strlen(path) : 0;
+	for (size_t i = 0; n && i < NDIFF_FORMATS; i++)
+		for (const char *const *suffix = diff_formats[i].suffixes;
+		     *suffix; suffix++) {
+			size_t m = strlen(*suffix);
+			if (n > m && strcasecmp(path + n - m, *suffix) == 0)
+				return &diff_formats[i];
+		}
+	return NULL;
 }

@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cprof/dump.h"
@@ -530,6 +531,53 @@ static int stream_status(const struct cp_timeline *tl, const struct thread *t)
 		return -CP_E_SYS;
 	}
 	return 0;
+}
+
+/* ------------------------------------------------------------- formats */
+
+static const struct cp_timeline_format_info timeline_formats[] = {
+	{"events", {NULL},
+	 "lines \"start|end TIMESTAMP TID NAME\"", CP_TIMELINE_EVENTS},
+	{"trace", {".json", NULL},
+	 "Chrome Trace Event JSON, for Perfetto and chrome://tracing",
+	 CP_TIMELINE_TRACE},
+	{"speedscope", {".speedscope.json", NULL},
+	 "speedscope's JSON, one evented profile per thread",
+	 CP_TIMELINE_SPEEDSCOPE},
+};
+
+#define NTIMELINE_FORMATS (sizeof(timeline_formats) / sizeof(timeline_formats[0]))
+
+const struct cp_timeline_format_info *cp_timeline_formats(size_t *n)
+{
+	*n = NTIMELINE_FORMATS;
+	return timeline_formats;
+}
+
+const struct cp_timeline_format_info *cp_timeline_format_find(const char *name)
+{
+	for (size_t i = 0; name && i < NTIMELINE_FORMATS; i++)
+		if (strcmp(timeline_formats[i].name, name) == 0)
+			return &timeline_formats[i];
+	return NULL;
+}
+
+const struct cp_timeline_format_info *
+cp_timeline_format_for_path(const char *path)
+{
+	const struct cp_timeline_format_info *found = NULL;
+	size_t n = path ? strlen(path) : 0, longest = 0;
+	for (size_t i = 0; n && i < NTIMELINE_FORMATS; i++)
+		for (const char *const *suffix = timeline_formats[i].suffixes;
+		     *suffix; suffix++) {
+			size_t m = strlen(*suffix);
+			if (n > m && m > longest &&
+			    strcasecmp(path + n - m, *suffix) == 0) {
+				found = &timeline_formats[i];
+				longest = m;
+			}
+		}
+	return found;
 }
 
 /* -------------------------------------------------------------- engine */

@@ -21,6 +21,7 @@
 
 #include "cprof/diff.h"
 #include "cprof/error.h"
+#include "cprof/format.h"
 #include "cprof/output.h"
 #include "cprof/profile.h"
 #include "cprof/report.h"
@@ -36,7 +37,7 @@ static const char main_usage[] =
 	"Commands:\n"
 	"  flamegraph   draw an interactive SVG flame graph\n"
 	"  diff         compare two profiles: a differential flame graph or counts\n"
-	"  convert      write a profile as folded, svg, pprof or speedscope\n"
+	"  convert      write a profile in another format\n"
 	"  report       print the top functions by self and by total samples\n"
 	"  timeline     turn raw samples into start/end events or a trace\n"
 	"\n"
@@ -65,8 +66,8 @@ static const char diff_usage[] =
 	"a frame red where it grew and blue where it shrank.  folded: one line\n"
 	"\"stack BEFORE AFTER\" for every stack of either profile, sorted by stack.\n"
 	"\n"
-	"      --format FORMAT      svg (default; folded when OUT ends in .folded) or\n"
-	"                           folded\n"
+	"      --format FORMAT      one of the formats below (default: the one OUT's\n"
+	"                           suffix names, else the first)\n"
 	"      --normalize          scale BEFORE to AFTER's total first (rounded to\n"
 	"                           whole samples)\n"
 	"      --title TEXT         title (default \"Differential Flame Graph\")\n"
@@ -80,9 +81,8 @@ static const char convert_usage[] =
 	"Usage: cprof convert IN --format FORMAT [-o OUT]\n"
 	"Write the folded stacks in IN in another format.\n"
 	"\n"
-	"      --format FORMAT      folded, svg, pprof (gzip-compressed profile.proto)\n"
-	"                           or speedscope; may be left out when OUT ends in\n"
-	"                           .folded, .svg, .pb.gz or .speedscope.json\n"
+	"      --format FORMAT      one of the formats below; may be left out when\n"
+	"                           OUT's suffix names one\n"
 	"  -F, --frequency HZ       the counts are samples taken HZ times a second per\n"
 	"                           thread (cprof-attach -F, default 99): pprof and\n"
 	"                           speedscope give times (count / HZ) in nanoseconds;\n"
@@ -107,11 +107,8 @@ static const char timeline_usage[] =
 	"the root), the frames of the previous stack end, deepest first, and those of\n"
 	"the new one start, outermost first, at the new sample's timestamp.\n"
 	"\n"
-	"      --format FORMAT      events: lines \"start|end TIMESTAMP TID NAME\"\n"
-	"                           (default); trace: Chrome Trace Event JSON, for\n"
-	"                           Perfetto and chrome://tracing (default when OUT\n"
-	"                           ends in .json); speedscope (default when OUT ends\n"
-	"                           in .speedscope.json)\n"
+	"      --format FORMAT      one of the formats below (default: the one OUT's\n"
+	"                           suffix names, else the first)\n"
 	"      --min-samples N      a frame starts only once it has been on its\n"
 	"                           thread's stack in N consecutive samples; it starts\n"
 	"                           at the Nth (default 1)\n"
@@ -207,6 +204,15 @@ static const struct option timeline_options[] = {
 	OPTION_OUTPUT, OPTION_HELP, {NULL, 0, NULL, 0},
 };
 
+/* A format a command can write, from one of the library's tables.  */
+struct choice {
+	const char *name;
+	const char *const *suffixes; /* NULL-terminated */
+	const char *description;
+};
+
+#define MAX_CHOICES 32
+
 struct command {
 	const char *name;
 	const char *usage;
@@ -215,11 +221,42 @@ struct command {
 	const char *inputs_name; /* for "missing ..." */
 	int (*run)(struct options *o);
 	const char *epilog;      /* after the usage; NULL: common_usage */
+	/* The formats it writes, from the library's tables; NULL: one.  */
+	size_t (*formats)(struct choice *out);
 };
+
+/* "a, b or c": the names of CHOICES (N) for a message, into BUF.  */
+static const char *choice_names(const struct choice *choices, size_t n,
+				char *buf, size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && used < size; i++) {
+		int w = snprintf(buf + used, size - used, "%s%s",
+				 i == 0 ? "" : i + 1 == n ? " or " : ", ",
+				 choices[i].name);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+	return buf;
+}
 
 static void print_help(const struct command *cmd)
 {
 	fputs(cmd->usage, stdout);
+	struct choice choices[MAX_CHOICES];
+	size_t n = cmd->formats ? cmd->formats(choices) : 0;
+	if (n)
+		fputs("\nFormats:\n", stdout);
+	for (size_t i = 0; i < n; i++) {
+		printf("  %-12s %s\n", choices[i].name, choices[i].description);
+		for (size_t k = 0; choices[i].suffixes[k]; k++)
+			printf("%s%s", k ? ", " : "               (OUT ending in ",
+			       choices[i].suffixes[k]);
+		if (choices[i].suffixes[0])
+			fputs(")\n", stdout);
+	}
 	fputs(cmd->epilog ? cmd->epilog : common_usage, stdout);
 	exit(EXIT_OK);
 }
@@ -387,8 +424,7 @@ static int finish_output(struct cp_output *out, int rc,
 	return EXIT_OK;
 }
 
-static struct cp_svg_options svg_options(const struct options *o,
-					 const struct cp_profile *profile)
+static struct cp_svg_options svg_options(const struct options *o)
 {
 	return (struct cp_svg_options){
 		.title = o->title,
@@ -396,7 +432,6 @@ static struct cp_svg_options svg_options(const struct options *o,
 		.minwidth = o->minwidth,
 		.inverted = o->inverted,
 		.colors = o->colors,
-		.unit = cp_profile_meta_const(profile)->unit,
 		.comment = o->comment,
 	};
 }
@@ -414,7 +449,7 @@ static int run_flamegraph(struct options *o)
 		cp_output_abort(out);
 		return code;
 	}
-	struct cp_svg_options so = svg_options(o, profile);
+	struct cp_svg_options so = svg_options(o);
 	int rc = cp_write_svg(profile, &so, cp_output_stream(out));
 	code = finish_output(out, rc, o);
 	cp_profile_free(profile);
@@ -423,16 +458,30 @@ static int run_flamegraph(struct options *o)
 
 /* ------------------------------------------------------------------ diff */
 
+static size_t diff_choices(struct choice *out)
+{
+	size_t n;
+	const struct cp_diff_format *f = cp_diff_formats(&n);
+	for (size_t i = 0; i < n && i < MAX_CHOICES; i++)
+		out[i] = (struct choice){f[i].name, f[i].suffixes,
+					 f[i].description};
+	return n < MAX_CHOICES ? n : MAX_CHOICES;
+}
+
 static int run_diff(struct options *o)
 {
-	if (!o->format)
-		o->format = o->output && ends_with(o->output, ".folded")
-				    ? "folded" : "svg";
-	bool folded = strcmp(o->format, "folded") == 0;
-	if (!folded && strcmp(o->format, "svg") != 0)
-		die_usage("unknown format '%s' for diff: svg or folded",
-			  o->format);
-
+	const struct cp_diff_format *f =
+		o->format ? cp_diff_format_find(o->format)
+			  : cp_diff_format_for_path(o->output);
+	if (!f && !o->format)
+		f = cp_diff_formats(&(size_t){0});
+	if (!f) {
+		struct choice choices[MAX_CHOICES];
+		char names[256];
+		die_usage("unknown format '%s' for diff: %s", o->format,
+			  choice_names(choices, diff_choices(choices), names,
+				       sizeof(names)));
+	}
 	struct cp_output *out = NULL;
 	struct cp_profile *before = NULL, *after = NULL;
 	int code = open_output(o, &out);
@@ -445,22 +494,11 @@ static int run_diff(struct options *o)
 		cp_profile_free(before);
 		return code;
 	}
-	int rc;
-	if (folded) {
-		struct cp_diff *diff;
-		rc = cp_diff_new(before, after, o->normalize, &diff);
-		if (rc == 0)
-			rc = cp_diff_write_folded(diff, cp_output_stream(out));
-		cp_diff_free(diff);
-	} else {
-		struct cp_svg_options so = svg_options(o, after);
-		if (!so.title)
-			so.title = o->inverted ? "Differential Icicle Graph"
-					       : "Differential Flame Graph";
-		so.before = before;
-		so.normalize = o->normalize;
-		rc = cp_write_svg(after, &so, cp_output_stream(out));
-	}
+	struct cp_diff_options dopt = {
+		.normalize = o->normalize,
+		.svg = svg_options(o),
+	};
+	int rc = f->write(before, after, &dopt, cp_output_stream(out));
 	code = finish_output(out, rc, o);
 	cp_profile_free(before);
 	cp_profile_free(after);
@@ -469,26 +507,39 @@ static int run_diff(struct options *o)
 
 /* --------------------------------------------------------------- convert */
 
+/* The formats convert writes: those that write a whole sampled profile
+ * (not those written only as samples arrive).  */
+static size_t convert_choices(struct choice *out)
+{
+	size_t n, k = 0;
+	const struct cp_format *f = cp_formats(&n);
+	for (size_t i = 0; i < n && k < MAX_CHOICES; i++)
+		if (f[i].write && cp_format_supports(&f[i], CP_FORMAT_SAMPLED))
+			out[k++] = (struct choice){f[i].name, f[i].suffixes,
+						   f[i].description};
+	return k;
+}
+
 static int run_convert(struct options *o)
 {
-	if (!o->format) {
-		o->format = cp_output_format_for_path(o->output);
-		if (!o->format && o->output)
-			die_usage("cannot tell the output format from the name '%s': give --format folded, svg, pprof or speedscope",
-				  o->output);
-		if (!o->format)
-			die_usage("missing --format (folded, svg, pprof or speedscope)");
-	}
-	const char *f = o->format;
-	if (strcmp(f, "folded") != 0 && strcmp(f, "svg") != 0 &&
-	    strcmp(f, "pprof") != 0 && strcmp(f, "speedscope") != 0)
-		die_usage("unknown format '%s': folded, svg, pprof or speedscope",
-			  f);
+	struct choice choices[MAX_CHOICES];
+	char names[256];
+	choice_names(choices, convert_choices(choices), names, sizeof(names));
+	const struct cp_format *f = o->format ? cp_format_find(o->format)
+					      : cp_format_for_path(o->output);
+	if (!f && !o->format && o->output)
+		die_usage("cannot tell the output format from the name '%s': give --format %s",
+			  o->output, names);
+	if (!f && !o->format)
+		die_usage("missing --format (%s)", names);
+	if (!f || !f->write || !cp_format_supports(f, CP_FORMAT_SAMPLED))
+		die_usage("unknown format '%s': %s",
+			  o->format ? o->format : f->name, names);
 	/* gzip does the same: compressed bytes on a terminal help nobody.  */
-	if (strcmp(f, "pprof") == 0 &&
-	    (!o->output || strcmp(o->output, "-") == 0) &&
+	if (f->binary && (!o->output || strcmp(o->output, "-") == 0) &&
 	    isatty(STDOUT_FILENO))
-		die_usage("will not write compressed pprof data to a terminal: give -o FILE.pb.gz or redirect standard output");
+		die_usage("will not write binary %s data to a terminal: give -o FILE%s or redirect standard output",
+			  f->name, f->suffixes[0] ? f->suffixes[0] : "");
 
 	struct cp_output *out = NULL;
 	struct cp_profile *profile = NULL;
@@ -502,24 +553,16 @@ static int run_convert(struct options *o)
 	/* The counts are samples at this frequency: times in pprof and
 	 * speedscope.  */
 	cp_profile_meta(profile)->frequency = o->frequency;
-	FILE *stream = cp_output_stream(out);
-	int rc;
-	if (strcmp(f, "folded") == 0) {
-		rc = cp_write_folded(profile, NULL, stream);
-	} else if (strcmp(f, "svg") == 0) {
-		struct cp_svg_options so = svg_options(o, profile);
-		rc = cp_write_svg(profile, &so, stream);
-	} else if (strcmp(f, "pprof") == 0) {
-		rc = cp_write_pprof(profile, stream);
-	} else {
-		const char *in = o->inputs[0];
-		const char *base = strrchr(in, '/');
-		rc = cp_write_speedscope(profile,
-					 strcmp(in, "-") == 0 ? "stdin"
-					 : base		      ? base + 1
-							      : in,
-					 stream);
-	}
+	const char *in = o->inputs[0];
+	const char *base = strrchr(in, '/');
+	struct cp_format_options fo = CP_FORMAT_OPTIONS_INIT;
+	fo.svg = svg_options(o);
+	fo.name = strcmp(in, "-") == 0 ? "stdin" : base ? base + 1 : in;
+	struct cp_format_input input = {
+		.kind = CP_FORMAT_SAMPLED,
+		.profile = profile,
+	};
+	int rc = cp_format_write(f, &input, &fo, cp_output_stream(out));
 	code = finish_output(out, rc, o);
 	cp_profile_free(profile);
 	return code;
@@ -550,16 +593,14 @@ static int run_report(struct options *o)
 
 /* -------------------------------------------------------------- timeline */
 
-/* The timeline format an output path's name asks for, or NULL.  */
-static const char *timeline_format_of_path(const char *path)
+static size_t timeline_choices(struct choice *out)
 {
-	if (!path)
-		return NULL;
-	if (ends_with(path, ".speedscope.json"))
-		return "speedscope";
-	if (ends_with(path, ".json"))
-		return "trace";
-	return NULL;
+	size_t n;
+	const struct cp_timeline_format_info *f = cp_timeline_formats(&n);
+	for (size_t i = 0; i < n && i < MAX_CHOICES; i++)
+		out[i] = (struct choice){f[i].name, f[i].suffixes,
+					 f[i].description};
+	return n < MAX_CHOICES ? n : MAX_CHOICES;
 }
 
 /* Open raw input PATH ("-": standard input) into *STREAM.  Returns an
@@ -625,21 +666,22 @@ static int copy_spool(FILE *spool, FILE *stream)
 
 static int run_timeline(struct options *o)
 {
-	const char *f = o->format ? o->format
-				  : timeline_format_of_path(o->output);
+	const struct cp_timeline_format_info *f =
+		o->format ? cp_timeline_format_find(o->format)
+			  : cp_timeline_format_for_path(o->output);
+	if (!f && !o->format)
+		f = cp_timeline_formats(&(size_t){0});
+	if (!f) {
+		struct choice choices[MAX_CHOICES];
+		char names[256];
+		die_usage("unknown format '%s' for timeline: %s", o->format,
+			  choice_names(choices, timeline_choices(choices),
+				       names, sizeof(names)));
+	}
 	struct cp_timeline_options to = {
-		.format = CP_TIMELINE_EVENTS,
+		.format = f->format,
 		.min_samples = o->min_samples ? o->min_samples : 1,
 	};
-	if (!f || strcmp(f, "events") == 0)
-		to.format = CP_TIMELINE_EVENTS;
-	else if (strcmp(f, "trace") == 0)
-		to.format = CP_TIMELINE_TRACE;
-	else if (strcmp(f, "speedscope") == 0)
-		to.format = CP_TIMELINE_SPEEDSCOPE;
-	else
-		die_usage("unknown format '%s' for timeline: events, trace or speedscope",
-			  f);
 	const char *in_path = o->inputs[0];
 	const char *base = strrchr(in_path, '/');
 	to.name = strcmp(in_path, "-") == 0 ? "stdin" : base ? base + 1 : in_path;
@@ -707,12 +749,15 @@ out:
 
 static const struct command commands[] = {
 	{"flamegraph", flamegraph_usage, flamegraph_options, 1, "IN",
-	 run_flamegraph, NULL},
-	{"diff", diff_usage, diff_options, 2, "BEFORE or AFTER", run_diff, NULL},
-	{"convert", convert_usage, convert_options, 1, "IN", run_convert, NULL},
-	{"report", report_usage, report_options, 1, "IN", run_report, NULL},
+	 run_flamegraph, NULL, NULL},
+	{"diff", diff_usage, diff_options, 2, "BEFORE or AFTER", run_diff, NULL,
+	 diff_choices},
+	{"convert", convert_usage, convert_options, 1, "IN", run_convert, NULL,
+	 convert_choices},
+	{"report", report_usage, report_options, 1, "IN", run_report, NULL,
+	 NULL},
 	{"timeline", timeline_usage, timeline_options, 1, "RAW", run_timeline,
-	 timeline_epilog},
+	 timeline_epilog, timeline_choices},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
