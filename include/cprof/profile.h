@@ -62,10 +62,6 @@ struct cp_profile_meta {
 	 * cp_heap_fill_profile's order); 0 when samples carry none.  */
 	size_t nvalue_types;
 	struct cp_sample_type value_types[CP_PROFILE_VALUES];
-	/* The word for COUNT_TYPE (cp_sample_type_word), kept in step by
-	 * cp_profile_set_count_type for readers not yet switched to
-	 * COUNT_TYPE; do not set it.  */
-	char unit[32];
 };
 
 struct cp_location {

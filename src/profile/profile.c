@@ -454,8 +454,6 @@ void cp_profile_set_count_type(struct cp_profile *p, const char *type,
 			       const char *unit)
 {
 	cp_sample_type_set(&p->meta.count_type, type, unit);
-	snprintf(p->meta.unit, sizeof(p->meta.unit), "%s",
-		 cp_sample_type_word(&p->meta.count_type));
 }
 
 void cp_profile_set_heap_types(struct cp_profile *p, size_t count_value)
