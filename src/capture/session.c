@@ -193,7 +193,8 @@ static void describe(struct cp_session *s, struct cp_profile *profile)
 {
 	struct cp_profile_meta *meta = cp_profile_meta(profile);
 	meta->pid = s->pid;
-	meta->frequency = s->sample_options.frequency;
+	if (s->sample_options.frequency)
+		meta->frequency = s->sample_options.frequency;
 	if (!meta->target[0] && s->target)
 		cp_procfs_cmdline(s->pid, meta->target, sizeof(meta->target));
 	if (!meta->time_nanos)
@@ -352,7 +353,10 @@ static struct cp_profile *open_window(struct cp_session *s)
 
 struct cp_profile *cp_session_prepare_profile(struct cp_session *s)
 {
-	return open_window(s);
+	struct cp_profile *profile = open_window(s);
+	if (profile)
+		describe(s, profile);
+	return profile;
 }
 
 struct cp_symbols *cp_session_symbols(struct cp_session *s)

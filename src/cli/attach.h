@@ -53,6 +53,36 @@ void parse_options(int argc, char **argv, struct options *o);
 /* "cprof-attach: " + the message + newline, on stderr.  */
 void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---------------------------------------------------- what it says */
+
+struct cp_sampler_stats;
+struct cp_profile;
+
+/* Explain the attach failure RC of PID (TRACER: another tracer's pid);
+ * returns the exit code.  */
+int explain_attach_error(int rc, pid_t pid, pid_t tracer,
+			 const struct options *o);
+
+/* The progress line (the sampler's progress callback).  */
+void progress(void *arg, const struct cp_sampler_stats *s);
+
+/* The summary after a run that wrote PROFILE to PATH.  */
+void summary(const struct options *o, const struct cp_sampler_stats *s,
+	     const struct cp_profile *profile, const char *path);
+
+/* ------------------------------------------------- start and finish */
+
+struct cp_session;
+
+/* Attach to O->pid or launch O->command in SESSION; returns 0 or the
+ * exit code, having said why.  */
+int start(const struct options *o, struct cp_session *session);
+
+/* Launch mode, at the very end: wait for the command and return its
+ * status as our exit code (or 125 when we failed: EXIT_CODE not 0).
+ * Otherwise EXIT_CODE.  */
+int finish_launch(const struct options *o, int exit_code);
+
 /* ------------------------------------------------------------ signals */
 
 /* The only globals: what the signal handlers need (attach_signals.c).  */
