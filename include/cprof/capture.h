@@ -54,6 +54,10 @@ struct cp_unwind_ops {
 /* The method MODE stands for; static.  */
 const struct cp_unwind_ops *cp_unwind_ops_of(enum cp_unwind_mode mode);
 
+/* The method named NAME ("snapshot", "ptrace") into *MODE.  Returns 0 or
+ * -CP_E_INVAL.  */
+int cp_unwind_mode_parse(const char *name, enum cp_unwind_mode *mode);
+
 /* A capture engine for TARGET with UNWINDER (both borrowed until
  * cp_capture_free), unwinding with MODE, at most MAX_DEPTH frames.
  * Returns 0 or -CP_E_NOMEM.  */

@@ -78,6 +78,16 @@ const struct cp_unwind_ops *cp_unwind_ops_of(enum cp_unwind_mode mode)
 	return &methods[mode];
 }
 
+int cp_unwind_mode_parse(const char *name, enum cp_unwind_mode *mode)
+{
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (strcmp(methods[i].name, name) == 0) {
+			*mode = (enum cp_unwind_mode)i;
+			return 0;
+		}
+	return -CP_E_INVAL;
+}
+
 int cp_capture_new(struct cp_target *target, struct cp_unwinder *unwinder,
 		   enum cp_unwind_mode mode, size_t max_depth,
 		   struct cp_capture **out)

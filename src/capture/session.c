@@ -437,6 +437,10 @@ int cp_session_heap_start(struct cp_session *s,
 	s->heap_options = *options;
 	s->heap_options.duration = 0;
 	s->heap_options.stop = s->config.cancel;
+	if (!s->heap_options.warn) {
+		s->heap_options.warn = s->config.warn;
+		s->heap_options.warn_arg = s->config.warn_arg;
+	}
 	if (rc == 0)
 		rc = cp_heap_start(s->target, s->unwinder, s->symbols,
 				   s->heap_profile, &s->heap_options, &s->heap);

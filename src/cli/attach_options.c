@@ -317,11 +317,7 @@ void parse_options(int argc, char **argv, struct options *o)
 							  1, 65536);
 			break;
 		case OPT_UNWIND:
-			if (strcmp(optarg, "snapshot") == 0)
-				o->unwind_mode = CP_UNWIND_SNAPSHOT;
-			else if (strcmp(optarg, "ptrace") == 0)
-				o->unwind_mode = CP_UNWIND_PTRACE;
-			else
+			if (cp_unwind_mode_parse(optarg, &o->unwind_mode) < 0)
 				die_usage("unknown unwind mode '%s': snapshot or ptrace",
 					  optarg);
 			break;
