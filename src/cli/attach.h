@@ -10,9 +10,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common.h"
 #include "cprof/capture.h"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 /* Launch mode: cprof-attach exits with the command's status, so its own
  * failures have codes of their own, those of env(1), nohup(1) and
  * timeout(1): 125 for a failure of ours once the command ran, 126 for a
@@ -50,8 +50,6 @@ struct options {
  * on a usage error, 0 after --help or --version.  */
 void parse_options(int argc, char **argv, struct options *o);
 
-/* "cprof-attach: " + the message + newline, on stderr.  */
-void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---------------------------------------------------- what it says */
 

@@ -80,43 +80,6 @@ static const char usage_text[] =
 	"  -V, --version            show the version\n";
 
 
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_usage(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("cprof-attach: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputs(" (see cprof-attach --help)\n", stderr);
-	va_end(ap);
-	exit(EXIT_USAGE);
-}
-
-
-void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void message(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("cprof-attach: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
-
-static long parse_long(const char *text, const char *what, long lo, long hi)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(text, &end, 10);
-	if (errno || end == text || *end || v < lo || v > hi)
-		die_usage("invalid %s '%s': expected a whole number from %ld to %ld",
-			  what, text, lo, hi);
-	return v;
-}
-
-
 /* The formats of the registry, for the help: all of them, then which
  * --heap and --dump take.  */
 static void print_formats(void)

@@ -332,6 +332,7 @@ out:
 
 int main(int argc, char **argv)
 {
+	cli_program = "cprof-attach";
 	/* A stop signal that comes before the handlers are in must not end
 	 * us without restoring what we wrote (or leave no report): block
 	 * them from the first line, honour them once the handlers are in.  */
