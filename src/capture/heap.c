@@ -1,756 +1,20 @@
-/* Heap mode, the ptrace side: allocator breakpoints, displaced-instruction
- * emulation, return hijacking, fork and exec, and the allocation events
- * they make, handed to the heap table (profile/heap_table.c).  See
- * include/cprof/heap.h for the method.  */
+/* Heap mode, the public side: start, run, finish, the results.  The
+ * traps are heap_trap.c's.  See include/cprof/heap.h for the method.  */
 #include "cprof/heap.h"
 
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
 #include <pthread.h>
-#include <stddef.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "cprof/capture.h"
-#include "cprof/error.h"
-#include "cprof/insn.h"
-#include "cprof/procfs.h"
-#include "arch/x86_64/abi.h"
 #include "arch/x86_64/regs.h"
-#include "capture/heap_alloc.h"
+#include "capture/heap_trap.h"
+#include "cprof/error.h"
 #include "symbolize/resolver.h"
-
-#define INT3 0xcc
-#define RET 0xc3
-/* One int3 of ours.  */
-struct breakpoint {
-	uint64_t addr;
-	uint8_t orig[CP_INSN_MAX]; /* the code bytes before we wrote */
-	struct cp_insn insn;       /* the displaced instruction */
-	bool emulate;              /* else: step it with all threads held */
-	bool inserted;
-	uint32_t entry;            /* its row of cp_heap_entries; NO_ENTRY:
-				    * the loader's or the entry point's */
-};
-
-#define NO_ENTRY UINT32_MAX
-
-/* What we know of one thread.  */
-struct tstate {
-	pid_t tid;
-	bool in_call;         /* an outermost call whose return we await */
-	uint32_t entry;       /* its row */
-	uint64_t slot;        /* stack address of its return address */
-	uint64_t ret;         /* the real return address */
-	uint64_t fake;        /* what we wrote there: the entry address */
-	uint64_t args[CP_ABI_REG_ARGS];
-	uint32_t stack;       /* the call's stack id */
-};
-
-enum phase { WAIT_EXEC, WAIT_ENTRY, TRACING, DONE };
-
-struct cp_heap {
-	struct cp_target *target;
-	pid_t pid;
-	struct cp_unwinder *unwinder;
-	struct cp_profile *profile;
-	struct cp_resolver *resolver;
-	struct cp_heap_options o;
-	enum phase phase;
-	const struct cp_heap_entry *entries; /* the descriptor table */
-	size_t nentries;
-	struct breakpoint bps[CP_HEAP_MAX_ENTRIES];
-	size_t nbps;
-	struct breakpoint entry;  /* launch mode: at the program's entry */
-	struct breakpoint loader; /* at the dynamic linker's r_brk */
-	uint64_t r_debug;         /* its struct r_debug, 0 when unknown */
-	struct cp_symbols *symbols;
-	char where[256];          /* modules the breakpoints are in */
-	uint64_t alloc_lo, alloc_hi; /* the file mapping free() is in */
-	uint64_t free_sp;         /* stack pointer at the free being handled */
-	struct tstate *threads;
-	size_t nthreads, threads_cap;
-	struct cp_heaptable *table; /* what the events add up to */
-	uint64_t t0_ns;           /* tracing began (0: not yet) */
-	pid_t *steps;             /* threads held for a fallback step */
-	size_t nsteps, steps_cap;
-	struct cp_capture *capture; /* the capture path (cprof/capture.h) */
-	struct cp_capture_slot slot; /* what the last entry took */
-	uint64_t *pcs;
-	uint32_t *locs;
-	int error;                /* first internal failure */
-	struct cp_heap_summary s; /* the tracer's fields (calls, traced,
-				   * module, reallocs, returns, steps, forks,
-				   * how it ended) */
-	struct cp_heap_summary merged; /* those and the table's, for
-					* cp_heap_summary */
-};
-
-static bool read_u64(pid_t pid, uint64_t addr, uint64_t *v)
-{
-	return cp_target_read(pid, addr, v, sizeof(*v)) == (ssize_t)sizeof(*v);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static bool grow(void **items, size_t size, size_t need, size_t *cap)
-{
-	if (need <= *cap)
-		return true;
-	size_t n = *cap ? *cap : 16;
-	while (n < need)
-		n *= 2;
-	void *p = realloc(*items, n * size);
-	if (!p)
-		return false;
-	memset((char *)p + *cap * size, 0, (n - *cap) * size);
-	*items = p;
-	*cap = n;
-	return true;
-}
-
-static struct tstate *tstate(struct cp_heap *h, pid_t tid, bool create)
-{
-	for (size_t i = 0; i < h->nthreads; i++)
-		if (h->threads[i].tid == tid)
-			return &h->threads[i];
-	if (!create ||
-	    !grow((void **)&h->threads, sizeof(*h->threads), h->nthreads + 1,
-		  &h->threads_cap))
-		return NULL;
-	struct tstate *ts = &h->threads[h->nthreads++];
-	memset(ts, 0, sizeof(*ts));
-	ts->tid = tid;
-	return ts;
-}
-
-static void fail(struct cp_heap *h, int rc)
-{
-	if (!h->error)
-		h->error = rc;
-}
-
-/* ------------------------------------------------------ events */
-
-/* Hand EVENT to the heap table.  */
-static void emit(struct cp_heap *h, const struct cp_heap_event *event)
-{
-	int rc = cp_heaptable_add(h->table, event);
-	if (rc < 0)
-		fail(h, rc);
-}
-
-/* The table asks where a free of a block it does not know came from:
- * the return address on the stack of the free being handled.  Read only
- * then, so a free of a live block costs no read.  */
-static uint64_t free_caller(void *arg, const struct cp_heap_event *event)
-{
-	struct cp_heap *h = arg;
-	uint64_t caller = 0;
-	(void)event;
-	if (!read_u64(h->pid, h->free_sp, &caller))
-		caller = 0;
-	return caller;
-}
-
-/* Argument N of TS's call, by its descriptor; 0 for CP_HEAP_NO_ARG.  */
-static uint64_t call_arg(const struct tstate *ts, int n)
-{
-	return n >= 0 && n < CP_ABI_REG_ARGS ? ts->args[n] : 0;
-}
-
-/* The size the call of TS asked for, by row E.  */
-static uint64_t call_size(const struct tstate *ts,
-			  const struct cp_heap_entry *e)
-{
-	uint64_t size = call_arg(ts, e->size_arg);
-	if (e->count_arg != CP_HEAP_NO_ARG)
-		size *= call_arg(ts, e->count_arg);
-	if (e->round_to)
-		size = (size + e->round_to - 1) / e->round_to * e->round_to;
-	return size;
-}
-
-/* The outermost call of TS returned RESULT: its event.  */
-static void on_return(struct cp_heap *h, struct tstate *ts, uint64_t result)
-{
-	const struct cp_heap_entry *e = &h->entries[ts->entry];
-	struct cp_heap_event ev = {
-		.kind = e->kind == CP_HEAP_KIND_REALLOC ? CP_HEAP_EV_REALLOC
-							 : CP_HEAP_EV_ALLOC,
-		.entry = ts->entry,
-		.size = call_size(ts, e),
-		.old_addr = e->kind == CP_HEAP_KIND_REALLOC
-				    ? call_arg(ts, e->ptr_arg)
-				    : 0,
-		.stack = ts->stack,
-		.tid = ts->tid,
-		.t_ns = now_ns(),
-	};
-	if (e->result == CP_HEAP_RESULT_STORED) {
-		/* It returns 0 and stores the block's address.  */
-		uint64_t ptr = 0;
-		if (result == 0 &&
-		    cp_target_read(h->pid, call_arg(ts, e->out_arg), &ptr,
-				   sizeof(ptr)) != (ssize_t)sizeof(ptr))
-			ptr = 0;
-		ev.addr = result == 0 ? ptr : 0;
-	} else {
-		ev.addr = result;
-	}
-	emit(h, &ev);
-}
-
-/* ------------------------------------------------------ breakpoints */
-
-static struct breakpoint *find_bp(struct cp_heap *h, uint64_t addr)
-{
-	for (size_t i = 0; i < h->nbps; i++)
-		if (h->bps[i].addr == addr && h->bps[i].inserted)
-			return &h->bps[i];
-	return NULL;
-}
-
-static int insert_bp(struct cp_heap *h, struct breakpoint *bp)
-{
-	uint8_t int3 = INT3, check = 0;
-	if (cp_target_write_mem(h->pid, bp->addr, &int3, 1) < 0 ||
-	    cp_target_read_mem(h->pid, bp->addr, &check, 1) < 0 ||
-	    check != INT3)
-		return -CP_E_SYS;
-	bp->inserted = true;
-	return 0;
-}
-
-/* Put back the original byte of BP in process PID and check it.  */
-static int restore_bp(pid_t pid, const struct breakpoint *bp)
-{
-	uint8_t check = 0;
-	for (int attempt = 0; attempt < 3; attempt++) {
-		if (cp_target_write_mem(pid, bp->addr, bp->orig, 1) == 0 &&
-		    cp_target_read_mem(pid, bp->addr, &check, 1) == 0 &&
-		    check == bp->orig[0])
-			return 0;
-	}
-	return -CP_E_SYS;
-}
-
-static int mem_read(void *arg, uint64_t addr, void *buf, size_t len)
-{
-	struct cp_heap *h = arg;
-	return cp_target_read(h->pid, addr, buf, len) == (ssize_t)len ? 0 : -1;
-}
-
-static int mem_write(void *arg, uint64_t addr, void *buf, size_t len)
-{
-	struct cp_heap *h = arg;
-	return cp_target_write(h->pid, addr, buf, len) == 0 ? 0 : -1;
-}
-
-/* Run BP's displaced instruction at PC on REGS.  Returns 0 or -1.  */
-static int emulate(struct cp_heap *h, const struct breakpoint *bp,
-		   uint64_t pc, struct user_regs_struct *regs)
-{
-	if (bp->orig[0] == RET) {
-		uint64_t ret;
-		uint64_t sp = cp_regs_sp(regs);
-		if (!read_u64(h->pid, sp, &ret))
-			return -1;
-		cp_abi_set_pc(regs, ret);
-		cp_abi_set_sp(regs, sp + CP_ABI_RET_SLOT);
-		return 0;
-	}
-	return cp_insn_emulate(&bp->insn, pc, regs, mem_read, mem_write, h) < 0
-		       ? -1
-		       : 0;
-}
-
-/* The breakpoint of ours at ADDR, the loader's included.  */
-static struct breakpoint *any_bp(struct cp_heap *h, uint64_t addr)
-{
-	if (h->loader.inserted && h->loader.addr == addr)
-		return &h->loader;
-	return find_bp(h, addr);
-}
-
-/* Set the breakpoint on the dynamic linker's r_brk at ADDR: the function
- * it calls, empty, after every change of the link map, for debuggers to
- * break on (glibc's _dl_debug_state is a bare ret, emulated here).  Not
- * having it costs only the news of dlopen and dlclose.  */
-static void set_loader_bp(struct cp_heap *h, uint64_t addr)
-{
-	struct breakpoint *bp = &h->loader;
-	memset(bp, 0, sizeof(*bp));
-	bp->addr = addr;
-	bp->entry = NO_ENTRY;
-	if (cp_target_read_mem(h->pid, addr, bp->orig, sizeof(bp->orig)) < 0 ||
-	    bp->orig[0] == INT3)
-		return;
-	bp->emulate = !h->o.force_step &&
-		      (bp->orig[0] == RET ||
-		       cp_insn_decode(bp->orig, sizeof(bp->orig), &bp->insn) ==
-			       0);
-	if (insert_bp(h, bp) < 0)
-		restore_bp(h->pid, bp);
-}
-
-/* The target's mappings changed (tracing began; a dlopen or dlclose is
- * complete): the unwinder forgets what it cached of them, and the
- * symbolizer records them and opens the modules' files now, while the
- * target lives.  The names are looked up on another thread, and after the
- * detach: a short-lived target is gone by then, its /proc/PID/maps and
- * map_files with it.  */
-static void mappings_changed(struct cp_heap *h)
-{
-	cp_unwinder_invalidate(h->unwinder);
-	cp_symbols_capture(h->symbols);
-}
-
-/* Find the entry points and set the breakpoints.  */
-static int arm(struct cp_heap *h)
-{
-	struct cp_heap_found found[CP_HEAP_MAX_ENTRIES];
-	struct cp_addrspace *space = cp_unwinder_addrspace(h->unwinder);
-	int rc = cp_heap_alloc_find(space, h->r_debug, found, &h->r_debug);
-	if (rc < 0)
-		return rc;
-	h->nbps = 0;
-	h->where[0] = '\0';
-	for (size_t f = 0; f < h->nentries; f++) {
-		if (!found[f].addr)
-			continue;
-		snprintf(h->s.module[f], sizeof(h->s.module[f]), "%s",
-			 found[f].module);
-		h->s.traced[f] = true;
-		struct breakpoint *alias = find_bp(h, found[f].addr);
-		if (alias) {
-			/* An alias (glibc's memalign is aligned_alloc): one
-			 * breakpoint, counted under the first name.  */
-			snprintf(h->s.module[f], sizeof(h->s.module[f]),
-				 "alias of %s", h->entries[alias->entry].name);
-			continue;
-		}
-		struct breakpoint *bp = &h->bps[h->nbps];
-		memset(bp, 0, sizeof(*bp));
-		bp->addr = found[f].addr;
-		bp->entry = (uint32_t)f;
-		if (cp_target_read_mem(h->pid, bp->addr, bp->orig,
-				       sizeof(bp->orig)) < 0) {
-			rc = -CP_E_SYS;
-			goto out;
-		}
-		if (bp->orig[0] == INT3) {
-			/* Someone else's breakpoint (a debugger was here and
-			 * died): leave this entry point alone.  */
-			h->s.traced[f] = false;
-			continue;
-		}
-		/* Not decodable: stepped instead (run_steps), which needs
-		 * no decoding.  */
-		bp->emulate = !h->o.force_step &&
-			      cp_insn_decode(bp->orig, sizeof(bp->orig),
-					     &bp->insn) == 0;
-		rc = insert_bp(h, bp);
-		if (rc < 0)
-			goto out;
-		h->nbps++;
-		if (!strstr(h->where, found[f].module)) {
-			size_t len = strlen(h->where);
-			snprintf(h->where + len, sizeof(h->where) - len, "%s%s",
-				 len ? ", " : "", found[f].module);
-		}
-	}
-	rc = h->nbps ? 0 : -CP_E_NOALLOC;
-	for (size_t f = 0; f < h->nentries; f++)
-		if (h->entries[f].required && !h->s.traced[f])
-			rc = -CP_E_NOALLOC;
-	/* Frees of blocks not live from the allocator's own code are its
-	 * business (internal_frees): the file mapping free() is in.  */
-	int free_row = cp_heap_entry_find("free");
-	struct cp_maps *maps = NULL;
-	if (rc == 0 && free_row >= 0 && found[free_row].addr &&
-	    cp_maps_read(h->pid, &maps) == 0) {
-		const struct cp_map *m = cp_maps_find(maps, found[free_row].addr);
-		if (m)
-			cp_heaptable_set_allocator(h->table, m->start, m->end,
-						   free_caller, h);
-		cp_maps_free(maps);
-	}
-	if (rc == 0) {
-		h->phase = TRACING;
-		h->t0_ns = now_ns();
-		cp_heaptable_begin(h->table, h->t0_ns);
-		/* Attached: the loader's notifications tell us of dlopen and
-		 * dlclose from now on.  */
-		uint64_t brk = 0;
-		if (!h->loader.inserted && h->r_debug &&
-		    read_u64(h->pid, h->r_debug + offsetof(struct r_debug, r_brk),
-			     &brk) && brk)
-			set_loader_bp(h, brk);
-		mappings_changed(h);
-	}
-out:
-	if (rc < 0) {
-		for (size_t i = 0; i < h->nbps + 1 && i < h->nentries; i++)
-			if (h->bps[i].inserted) {
-				restore_bp(h->pid, &h->bps[i]);
-				h->bps[i].inserted = false;
-			}
-		h->nbps = 0;
-	}
-	return rc;
-}
-
-/* ------------------------------------------------------ traps */
-
-/* Unwind the copy taken at an outermost entry into a stack id: the
- * allocator's own frame is left out, the caller comes first.  */
-static void record_stack(struct cp_heap *h, struct tstate *ts)
-{
-	size_t n = cp_capture_unwind(h->capture, &h->slot, h->pcs,
-				      h->o.max_depth + 1);
-	size_t first = n > 1 ? 1 : 0;
-	size_t depth = 0;
-	for (size_t i = first; i < n; i++) {
-		uint32_t loc = cp_resolver_location(h->resolver, h->pcs[i]);
-		if (loc == UINT32_MAX) {
-			fail(h, -CP_E_NOMEM);
-			return;
-		}
-		h->locs[depth++] = loc;
-	}
-	uint32_t stack = cp_profile_intern_stack(h->profile, h->locs, depth);
-	if (stack == UINT32_MAX)
-		fail(h, -CP_E_NOMEM);
-	else
-		ts->stack = stack;
-}
-
-static enum cp_target_trap entry_trap(struct cp_heap *h, pid_t tid,
-				      struct user_regs_struct *regs,
-				      bool hold)
-{
-	/* Launch mode: the program reached its entry point; every library
-	 * it links is mapped, and main has not run.  */
-	uint64_t pc = cp_regs_pc(regs) - 1;
-	if (restore_bp(h->pid, &h->entry) < 0) {
-		fail(h, -CP_E_SYS);
-		return CP_TRAP_HANDLED;
-	}
-	h->entry.inserted = false;
-	cp_abi_set_pc(regs, pc);
-	cp_target_set_regs(h->target, tid, regs);
-	int rc = arm(h);
-	if (rc < 0)
-		fail(h, rc);
-	cp_resolver_reset(h->resolver);
-	cp_unwinder_invalidate(h->unwinder);
-	if (!hold)
-		cp_target_resume(h->target, tid);
-	return CP_TRAP_HANDLED;
-}
-
-/* Let thread TID, stopped at BP's int3 with REGS, go on past the
- * displaced instruction: emulated, or queued for a step with every
- * thread held (run_steps).  */
-static void pass_bp(struct cp_heap *h, pid_t tid, struct breakpoint *bp,
-		    uint64_t pc, struct user_regs_struct *regs)
-{
-	if (!bp->emulate) {
-		cp_abi_set_pc(regs, pc);
-		cp_target_set_regs(h->target, tid, regs);
-		if (!grow((void **)&h->steps, sizeof(*h->steps), h->nsteps + 1,
-			  &h->steps_cap))
-			fail(h, -CP_E_NOMEM);
-		else
-			h->steps[h->nsteps++] = tid;
-		return;
-	}
-	if (emulate(h, bp, pc, regs) < 0) {
-		cp_abi_set_pc(regs, pc);
-		if (cp_target_set_regs(h->target, tid, regs) == 0)
-			fail(h, -CP_E_SYS);
-		return;
-	}
-	if (cp_target_set_regs(h->target, tid, regs) == 0)
-		cp_target_resume(h->target, tid);
-}
-
-/* The dynamic linker's notification: the link map changed.  Launch mode,
- * before tracing: once it is consistent with the program's libraries
- * mapped (and none of their constructors run yet), the allocator is
- * there to be found.  */
-static enum cp_target_trap loader_trap(struct cp_heap *h, pid_t tid,
-				       struct user_regs_struct *regs,
-				       bool hold)
-{
-	uint64_t pc = cp_regs_pc(regs) - 1;
-	if (hold) {
-		cp_abi_set_pc(regs, pc);
-		cp_target_set_regs(h->target, tid, regs);
-		return CP_TRAP_HANDLED;
-	}
-	int32_t state = -1;
-	if (h->r_debug &&
-	    cp_target_read(h->pid, h->r_debug + offsetof(struct r_debug, r_state),
-			   &state, sizeof(state)) != (ssize_t)sizeof(state))
-		state = -1;
-	if (state == RT_CONSISTENT && h->phase == WAIT_ENTRY) {
-		int rc = arm(h);
-		if (rc == 0 && h->entry.inserted) {
-			if (restore_bp(h->pid, &h->entry) < 0)
-				fail(h, -CP_E_SYS);
-			h->entry.inserted = false;
-		} else if (rc < 0 && rc != -CP_E_NOALLOC) {
-			fail(h, rc); /* else: the entry point may do */
-		}
-	} else if (state == RT_CONSISTENT && h->phase == TRACING) {
-		mappings_changed(h);
-	}
-	pass_bp(h, tid, &h->loader, pc, regs);
-	return CP_TRAP_HANDLED;
-}
-
-static enum cp_target_trap on_trap(void *arg, pid_t tid, bool hold)
-{
-	struct cp_heap *h = arg;
-	struct user_regs_struct regs;
-	if (cp_target_get_regs(h->target, tid, &regs) < 0)
-		return CP_TRAP_NOT_OURS;
-	uint64_t pc = cp_regs_pc(&regs) - 1;
-	if (h->entry.inserted && pc == h->entry.addr)
-		return entry_trap(h, tid, &regs, hold);
-	if (h->loader.inserted && pc == h->loader.addr)
-		return loader_trap(h, tid, &regs, hold);
-	struct breakpoint *bp = find_bp(h, pc);
-	if (!bp)
-		return CP_TRAP_NOT_OURS;
-	struct tstate *ts = tstate(h, tid, true);
-	if (!ts) {
-		fail(h, -CP_E_NOMEM);
-		return CP_TRAP_NOT_OURS;
-	}
-	uint64_t sp = cp_regs_sp(&regs);
-	if (ts->in_call && ts->fake == pc && sp == ts->slot + CP_ABI_RET_SLOT) {
-		/* The return of the outermost call, into our int3.  */
-		cp_abi_set_pc(&regs, ts->ret);
-		ts->in_call = false;
-		if (cp_target_set_regs(h->target, tid, &regs) < 0)
-			return CP_TRAP_HANDLED;
-		if (!hold)
-			cp_target_resume(h->target, tid);
-		on_return(h, ts, cp_abi_retval(&regs));
-		return CP_TRAP_HANDLED;
-	}
-	if (hold) {
-		/* Everything is being stopped: undo the trap; the call
-		 * starts again after the original byte is back.  */
-		cp_abi_set_pc(&regs, pc);
-		cp_target_set_regs(h->target, tid, &regs);
-		return CP_TRAP_HANDLED;
-	}
-	struct cp_thread *th = cp_target_thread(h->target, tid);
-	bool vfork_child = th && th->vfork_child;
-	if (ts->in_call && sp > ts->slot) {
-		/* Above the outstanding call's frame: that call is gone
-		 * without returning through us (longjmp, a lost thread).
-		 * At the same stack pointer it is a tail call of the
-		 * outstanding call (glibc's realloc(NULL, n) jumps to
-		 * malloc): part of it, and it returns through our slot.  */
-		ts->in_call = false;
-		h->s.lost_returns++;
-	}
-	bool outer = !ts->in_call && !vfork_child;
-	bool want_stack = false;
-	if (outer) {
-		const struct cp_heap_entry *e = &h->entries[bp->entry];
-		h->s.calls[bp->entry]++;
-		if (e->kind == CP_HEAP_KIND_REALLOC)
-			h->s.reallocs++;
-		if (e->result == CP_HEAP_RESULT_NONE) {
-			/* Nothing to wait for (free): its event now.  */
-			h->free_sp = sp;
-			struct cp_heap_event ev = {
-				.kind = CP_HEAP_EV_FREE,
-				.entry = bp->entry,
-				.addr = cp_abi_arg(&regs,
-						   (unsigned)e->ptr_arg),
-				.tid = tid,
-				.t_ns = now_ns(),
-			};
-			emit(h, &ev);
-		} else {
-			/* Copy the stack for the unwinder, then send the
-			 * return to our int3.  */
-			struct user_regs_struct at_entry = regs;
-			cp_abi_set_pc(&at_entry, pc);
-			const struct cp_snapshot *snap = &h->slot.snap;
-			uint64_t ret = 0;
-			if (cp_capture_take_regs(h->capture, tid, &at_entry,
-						 &h->slot) == 0 &&
-			    sp >= snap->stack_addr && snap->stack_len >= 8 &&
-			    sp - snap->stack_addr <= snap->stack_len - 8)
-				memcpy(&ret,
-				       snap->stack + (sp - snap->stack_addr),
-				       8);
-			else
-				read_u64(h->pid, sp, &ret);
-			uint64_t fake = pc;
-			if (ret && cp_target_write(h->pid, sp, &fake, 8) == 0) {
-				ts->in_call = true;
-				ts->entry = bp->entry;
-				ts->slot = sp;
-				ts->ret = ret;
-				ts->fake = fake;
-				for (unsigned a = 0; a < CP_ABI_REG_ARGS; a++)
-					ts->args[a] = cp_abi_arg(&regs, a);
-				want_stack = true;
-			} else {
-				h->s.lost_returns++;
-			}
-		}
-	}
-	if (!bp->emulate) {
-		/* Step the original instruction with every thread held,
-		 * from the main loop (not from inside this callback).  */
-		cp_abi_set_pc(&regs, pc);
-		cp_target_set_regs(h->target, tid, &regs);
-		if (!grow((void **)&h->steps, sizeof(*h->steps), h->nsteps + 1,
-			  &h->steps_cap)) {
-			fail(h, -CP_E_NOMEM);
-		} else {
-			h->steps[h->nsteps++] = tid;
-		}
-	} else {
-		if (emulate(h, bp, pc, &regs) < 0) {
-			/* Cannot continue it correctly: rewind so it runs the
-			 * real instruction once we restore the byte.  */
-			cp_abi_set_pc(&regs, pc);
-			if (cp_target_set_regs(h->target, tid, &regs) == 0)
-				fail(h, -CP_E_SYS);
-			return CP_TRAP_HANDLED;
-		}
-		/* A thread killed meanwhile (another thread's execve or
-		 * exit_group) takes no registers: it is gone, nothing to
-		 * continue, nothing failed.  */
-		if (cp_target_set_regs(h->target, tid, &regs) < 0)
-			return CP_TRAP_HANDLED;
-		cp_target_resume(h->target, tid);
-	}
-	if (want_stack) {
-		/* After the resume: the copy's frames (the capture path also
-		 * learns, once per thread, where its stack ends, so the next
-		 * copies take exactly the used part).  */
-		record_stack(h, ts);
-	}
-	return CP_TRAP_HANDLED;
-}
-
-/* Run the queued fallback steps: every thread held, the original byte
- * back for one instruction, the int3 again.  */
-static void run_steps(struct cp_heap *h)
-{
-	if (!h->nsteps)
-		return;
-	cp_target_hold_all(h->target);
-	/* An execve while the threads were stopped replaced the image our
-	 * breakpoints were in (phase DONE): the same addresses are other code
-	 * now, and must not get our bytes.  Before tracing, in launch mode,
-	 * the loader's breakpoint is stepped too.  */
-	for (size_t i = 0; i < h->nsteps &&
-			   (h->phase == TRACING || h->phase == WAIT_ENTRY);
-	     i++) {
-		pid_t tid = h->steps[i];
-		struct user_regs_struct regs;
-		if (cp_target_get_regs(h->target, tid, &regs) < 0)
-			continue;
-		struct breakpoint *bp = any_bp(h, cp_regs_pc(&regs));
-		if (!bp)
-			continue;
-		if (restore_bp(h->pid, bp) < 0) {
-			fail(h, -CP_E_SYS);
-			continue;
-		}
-		cp_target_step(h->target, tid);
-		h->s.stepped++;
-		if (insert_bp(h, bp) < 0)
-			fail(h, -CP_E_SYS);
-	}
-	h->nsteps = 0;
-	cp_target_release_all(h->target);
-}
-
-static void on_fork(void *arg, pid_t parent, pid_t child, bool vfork)
-{
-	struct cp_heap *h = arg;
-	if (vfork) {
-		h->s.vfork_children++;
-		return;
-	}
-	h->s.fork_children++;
-	/* The child's memory is a copy of the parent's, int3s included.  */
-	for (size_t i = 0; i < h->nbps; i++)
-		if (h->bps[i].inserted && restore_bp(child, &h->bps[i]) < 0)
-			fail(h, -CP_E_SYS);
-	if (h->entry.inserted && restore_bp(child, &h->entry) < 0)
-		fail(h, -CP_E_SYS);
-	if (h->loader.inserted && restore_bp(child, &h->loader) < 0)
-		fail(h, -CP_E_SYS);
-	/* Only the forking thread lives on in the child.  */
-	struct tstate *ts = tstate(h, parent, false);
-	uint64_t slot = 0;
-	if (ts && ts->in_call && read_u64(child, ts->slot, &slot) &&
-	    slot == ts->fake)
-		cp_target_write(child, ts->slot, &ts->ret, 8);
-}
-
-static void on_exec(void *arg)
-{
-	struct cp_heap *h = arg;
-	if (h->phase == WAIT_EXEC) {
-		/* Launch mode: the command's image is loaded; its
-		 * libraries are not yet.  Stop it at its entry point.  */
-		h->entry.addr = cp_procfs_auxv(h->pid, AT_ENTRY);
-		if (!h->entry.addr ||
-		    cp_target_read_mem(h->pid, h->entry.addr, h->entry.orig,
-				       sizeof(h->entry.orig)) < 0 ||
-		    insert_bp(h, &h->entry) < 0) {
-			fail(h, -CP_E_SYS);
-			h->phase = DONE;
-			return;
-		}
-		/* Dynamically linked: the loader's notifications come
-		 * sooner, once the libraries are mapped and before their
-		 * constructors run (which may allocate: libstdc++'s
-		 * emergency pool).  The entry point stays the fallback.  */
-		uint64_t base = cp_procfs_auxv(h->pid, AT_BASE), brk = 0;
-		struct cp_addrspace *space = cp_unwinder_addrspace(h->unwinder);
-		if (base && cp_heap_alloc_loader(space, base, &brk,
-						 &h->r_debug) == 0)
-			set_loader_bp(h, brk);
-		h->phase = WAIT_ENTRY;
-		return;
-	}
-	/* The old image, our bytes with it, is gone; so are the steps
-	 * queued for it.  */
-	for (size_t i = 0; i < h->nbps; i++)
-		h->bps[i].inserted = false;
-	h->nsteps = 0;
-	h->entry.inserted = false;
-	h->loader.inserted = false;
-	h->nthreads = 0;
-	h->s.target_exec = true;
-	h->phase = DONE;
-}
 
 /* ------------------------------------------------------ public */
 
@@ -798,7 +62,9 @@ int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc < 0)
 		goto fail;
-	struct cp_target_hooks hooks = { on_trap, on_fork, on_exec, h };
+	struct cp_target_hooks hooks = { cp_heap_trap_on_trap,
+					 cp_heap_trap_on_fork,
+					 cp_heap_trap_on_exec, h };
 	cp_target_set_hooks(target, &hooks);
 	if (cp_target_launched(target)) {
 		/* Wait for the image, then for its entry point.  */
@@ -812,7 +78,7 @@ int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 				rc = -CP_E_GONE;
 				goto fail;
 			}
-			run_steps(h);
+			cp_heap_trap_run_steps(h);
 			if (h->error) {
 				rc = h->error;
 				goto fail;
@@ -826,7 +92,7 @@ int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 		/* The threads run meanwhile: writing one byte is atomic for
 		 * them, and a thread reaching an int3 already set is
 		 * handled by the hooks.  */
-		rc = arm(h);
+		rc = cp_heap_trap_arm(h);
 		if (rc < 0)
 			goto fail;
 	}
@@ -892,7 +158,7 @@ int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 			why = CP_HEAP_STOPPED;
 			break;
 		}
-		uint64_t now = now_ns();
+		uint64_t now = cp_heap_now_ns();
 		if (deadline && now >= deadline)
 			break;
 		if (cp_target_exited(h->target))
@@ -900,7 +166,7 @@ int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 		int got = cp_target_wait_event(h->target);
 		if (got == -CP_E_GONE)
 			break;
-		run_steps(h);
+		cp_heap_trap_run_steps(h);
 		cp_resolver_collect(h->resolver);
 		if (h->error) {
 			rc = h->error;
@@ -929,7 +195,7 @@ int cp_heap_finish(struct cp_heap *h)
 	if (!h)
 		return 0;
 	int rc = 0;
-	uint64_t end = now_ns();
+	uint64_t end = cp_heap_now_ns();
 	if (h->t0_ns && h->phase == TRACING)
 		cp_heaptable_end(h->table, end);
 	h->phase = DONE;
@@ -951,7 +217,7 @@ int cp_heap_finish(struct cp_heap *h)
 						       &regs) < 0)
 					break;
 				uint64_t pc = cp_regs_pc(&regs) - 1;
-				bool ours = any_bp(h, pc) ||
+				bool ours = cp_heap_trap_find(h, pc) ||
 					    (h->entry.inserted &&
 					     pc == h->entry.addr);
 				if (!ours ||
@@ -964,7 +230,7 @@ int cp_heap_finish(struct cp_heap *h)
 		for (size_t i = 0; i < h->nbps; i++) {
 			if (!h->bps[i].inserted)
 				continue;
-			if (restore_bp(h->pid, &h->bps[i]) < 0) {
+			if (cp_heap_trap_restore(h->pid, &h->bps[i]) < 0) {
 				if (h->o.warn) {
 					char text[256];
 					snprintf(text, sizeof(text),
@@ -980,12 +246,12 @@ int cp_heap_finish(struct cp_heap *h)
 			h->bps[i].inserted = false;
 		}
 		if (h->entry.inserted) {
-			if (restore_bp(h->pid, &h->entry) < 0)
+			if (cp_heap_trap_restore(h->pid, &h->entry) < 0)
 				rc = -CP_E_SYS;
 			h->entry.inserted = false;
 		}
 		if (h->loader.inserted) {
-			if (restore_bp(h->pid, &h->loader) < 0)
+			if (cp_heap_trap_restore(h->pid, &h->loader) < 0)
 				rc = -CP_E_SYS;
 			h->loader.inserted = false;
 		}
@@ -996,7 +262,7 @@ int cp_heap_finish(struct cp_heap *h)
 			if (!ts->in_call ||
 			    !cp_target_thread(h->target, ts->tid))
 				continue;
-			if (read_u64(h->pid, ts->slot, &slot) &&
+			if (cp_heap_read_u64(h->pid, ts->slot, &slot) &&
 			    slot == ts->fake &&
 			    cp_target_write(h->pid, ts->slot, &ts->ret, 8) < 0)
 				rc = -CP_E_SYS;

@@ -1,0 +1,125 @@
+/* Heap mode's state, shared by the public side (heap.c: start, run,
+ * finish, results) and the trap side (heap_trap.c: breakpoints,
+ * displaced-instruction emulation, return hijacking, fork and exec, the
+ * allocation events).  Internal to libcprof.  */
+#ifndef CPROF_HEAP_TRAP_H
+#define CPROF_HEAP_TRAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "arch/x86_64/abi.h"
+#include "cprof/capture.h"
+#include "cprof/heap.h"
+#include "cprof/heaptable.h"
+#include "cprof/insn.h"
+#include "cprof/target.h"
+
+#define INT3 0xcc
+#define RET 0xc3
+/* One int3 of ours.  */
+struct breakpoint {
+	uint64_t addr;
+	uint8_t orig[CP_INSN_MAX]; /* the code bytes before we wrote */
+	struct cp_insn insn;       /* the displaced instruction */
+	bool emulate;              /* else: step it with all threads held */
+	bool inserted;
+	uint32_t entry;            /* its row of cp_heap_entries; NO_ENTRY:
+				    * the loader's or the entry point's */
+};
+
+#define NO_ENTRY UINT32_MAX
+
+/* What we know of one thread.  */
+struct tstate {
+	pid_t tid;
+	bool in_call;         /* an outermost call whose return we await */
+	uint32_t entry;       /* its row */
+	uint64_t slot;        /* stack address of its return address */
+	uint64_t ret;         /* the real return address */
+	uint64_t fake;        /* what we wrote there: the entry address */
+	uint64_t args[CP_ABI_REG_ARGS];
+	uint32_t stack;       /* the call's stack id */
+};
+
+enum phase { WAIT_EXEC, WAIT_ENTRY, TRACING, DONE };
+
+struct cp_heap {
+	struct cp_target *target;
+	pid_t pid;
+	struct cp_unwinder *unwinder;
+	struct cp_profile *profile;
+	struct cp_resolver *resolver;
+	struct cp_heap_options o;
+	enum phase phase;
+	const struct cp_heap_entry *entries; /* the descriptor table */
+	size_t nentries;
+	struct breakpoint bps[CP_HEAP_MAX_ENTRIES];
+	size_t nbps;
+	struct breakpoint entry;  /* launch mode: at the program's entry */
+	struct breakpoint loader; /* at the dynamic linker's r_brk */
+	uint64_t r_debug;         /* its struct r_debug, 0 when unknown */
+	struct cp_symbols *symbols;
+	char where[256];          /* modules the breakpoints are in */
+	uint64_t free_sp;         /* stack pointer at the free being handled */
+	struct tstate *threads;
+	size_t nthreads, threads_cap;
+	struct cp_heaptable *table; /* what the events add up to */
+	uint64_t t0_ns;           /* tracing began (0: not yet) */
+	pid_t *steps;             /* threads held for a fallback step */
+	size_t nsteps, steps_cap;
+	struct cp_capture *capture; /* the capture path (cprof/capture.h) */
+	struct cp_capture_slot slot; /* what the last entry took */
+	uint64_t *pcs;
+	uint32_t *locs;
+	int error;                /* first internal failure */
+	struct cp_heap_summary s; /* the tracer's fields (calls, traced,
+				   * module, reallocs, returns, steps, forks,
+				   * how it ended) */
+	struct cp_heap_summary merged; /* those and the table's, for
+					* cp_heap_summary */
+};
+
+static inline bool cp_heap_read_u64(pid_t pid, uint64_t addr, uint64_t *v)
+{
+	return cp_target_read(pid, addr, v, sizeof(*v)) == (ssize_t)sizeof(*v);
+}
+
+static inline uint64_t cp_heap_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The first internal failure is kept.  */
+static inline void cp_heap_fail(struct cp_heap *h, int rc)
+{
+	if (!h->error)
+		h->error = rc;
+}
+
+/* Find the entry points and set the breakpoints; tracing begins.
+ * Returns 0, -CP_E_NOALLOC or another -CP_E_* code.  */
+int cp_heap_trap_arm(struct cp_heap *heap);
+
+/* The target hooks (struct cp_target_hooks) of heap tracing; ARG is the
+ * struct cp_heap.  */
+enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold);
+void cp_heap_trap_on_fork(void *arg, pid_t parent, pid_t child, bool vfork);
+void cp_heap_trap_on_exec(void *arg);
+
+/* Run the queued fallback steps: every thread held, the original byte
+ * back for one instruction, the int3 again.  */
+void cp_heap_trap_run_steps(struct cp_heap *heap);
+
+/* The breakpoint of ours at ADDR (the loader's included), or NULL.  */
+struct breakpoint *cp_heap_trap_find(struct cp_heap *heap, uint64_t addr);
+
+/* Put back the original byte of BP in process PID and check it.
+ * Returns 0 or -CP_E_SYS.  */
+int cp_heap_trap_restore(pid_t pid, const struct breakpoint *bp);
+
+#endif
