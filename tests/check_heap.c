@@ -791,6 +791,38 @@ START_TEST(test_leak_folded)
 }
 END_TEST
 
+/* --format speedscope in heap mode (refused before issue 13: the data
+ * fits): a sampled profile in bytes whose total is the live bytes at the
+ * end, the leak's 3700, and whose frames name leak_here.  */
+START_TEST(test_leak_speedscope)
+{
+	static const char *const extra[] = {
+		"--format", "speedscope", "--heap-metric", "live-bytes", NULL,
+	};
+	char output[PATH_MAX];
+	struct tu_run *run;
+	struct tu_proc *fixture;
+	char *done;
+	char *text;
+
+	temp_output("leak.speedscope.json", output, sizeof(output));
+	fixture = traced_work("heap-leak", output, extra, &run, &done);
+	text = tu_read_file(output);
+	CHECK(text != NULL, "cprof-attach did not write %s", output);
+	ctx.report = text;
+	CHECK(strstr(text, "\"unit\":\"bytes\"") != NULL,
+	      "the speedscope profile is not in bytes");
+	CHECK(strstr(text, "\"endValue\":3700") != NULL,
+	      "the speedscope profile does not weigh the 3700 bytes leaked");
+	CHECK(strstr(text, "\"name\":\"leak_here\"") != NULL,
+	      "no leak_here frame in the speedscope profile");
+	finish_fixture(fixture, "ok");
+	ctx.report = NULL;
+	free(text);
+	free(done);
+}
+END_TEST
+
 /* -o x.pb.gz picks pprof: a gzip file that go tool pprof reads, with
  * leak_here in its alloc_space table (-nodefraction=0: the leak is 0.4 %
  * of the bytes allocated, below pprof's default cut).  */
@@ -1594,7 +1626,6 @@ static void expect_error(struct tu_run *run, int exit_code)
 static const char *const bad_usage[][3] = {
 	{ "--wall", NULL, NULL },
 	{ "--heap-metric", "bogus", NULL },
-	{ "--format", "speedscope", NULL },
 	{ "--top", "0", NULL },
 };
 
@@ -1815,6 +1846,7 @@ static Suite *heap_suite(void)
 	tcase_add_test(tcase, test_leak_target_exits);
 	tcase_add_test(tcase, test_leak_folded);
 	tcase_add_test(tcase, test_leak_pprof);
+	tcase_add_test(tcase, test_leak_speedscope);
 
 	tcase = new_case(suite, "windows", 120);
 	tcase_add_test(tcase, test_windows_one_attach);
