@@ -35,6 +35,7 @@
 #include "cprof/error.h"
 #include "cprof/heap.h"
 #include "cprof/profile.h"
+#include "cprof/sampler.h"
 #include "cprof/symbols.h"
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
@@ -1781,7 +1782,8 @@ static void heap_window(struct cp_target *target, struct cp_unwinder *unwinder,
 
 /* Heap tracing on and off on one attachment, through the library (what
  * a session does): two windows with their own counts, the code restored
- * and the target attached between them, and after the detach the target
+ * and the target attached between them, sampled between them too, and
+ * after the detach the target
  * untraced, its code as in its files, still working.  */
 START_TEST(test_windows_one_attach)
 {
@@ -1791,6 +1793,12 @@ START_TEST(test_windows_one_attach)
 	struct cp_target *target = NULL;
 	struct cp_unwinder *unwinder = NULL;
 	struct cp_symbols *symbols = NULL;
+	struct cp_sampler_options sample_options = {
+		.frequency = 99, .duration = 0.3, .wall = true,
+		.max_depth = 64,
+	};
+	struct cp_sampler_stats stats;
+	struct cp_profile *sampled;
 	char why[256];
 	char *done;
 	int rc;
@@ -1806,6 +1814,15 @@ START_TEST(test_windows_one_attach)
 
 	heap_window(target, unwinder, symbols, fixture, "small", 1,
 		    "small_allocs");
+	/* Sampled between the windows (wall mode: the fixture waits for
+	 * its next command in read).  */
+	sampled = cp_profile_new();
+	ck_assert_ptr_nonnull(sampled);
+	rc = cp_sampler_run(target, unwinder, symbols, sampled,
+			    &sample_options, &stats);
+	CHECK(rc == 0, "cp_sampler_run: %s", cp_strerror(-rc));
+	ck_assert_uint_gt(cp_profile_total(sampled), 0);
+	cp_profile_free(sampled);
 	heap_window(target, unwinder, symbols, fixture, "grow", 2,
 		    "grow_buffer");
 
