@@ -1783,8 +1783,8 @@ static void heap_window(struct cp_target *target, struct cp_unwinder *unwinder,
 /* Heap tracing on and off on one attachment, through the library (what
  * a session does): two windows with their own counts, the code restored
  * and the target attached between them, sampled between them too, and
- * after the detach the target
- * untraced, its code as in its files, still working.  */
+ * after the detach the target untraced, its code as in its files, still
+ * working.  */
 START_TEST(test_windows_one_attach)
 {
 	struct tu_proc *fixture = start_fixture("heap-leak", "windows", NULL,
