@@ -11,7 +11,6 @@
 #include <sys/types.h>
 
 #include "cprof/capture.h"
-#include "cprof/json.h" /* until timeline.c includes it itself */
 #include "cprof/symbols.h"
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
