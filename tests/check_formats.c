@@ -133,10 +133,7 @@ START_TEST(suffixes)
 	ck_assert_ptr_null(cp_format_for_path(".svg"));
 	ck_assert_ptr_null(cp_format_for_path("profile"));
 	ck_assert_ptr_null(cp_format_for_path(NULL));
-	/* the old entry point answers from the registry */
-	ck_assert_str_eq(cp_output_format_for_path("x.speedscope.json"),
-			 "speedscope");
-	ck_assert_ptr_null(cp_output_format_for_path("-"));
+	ck_assert_ptr_null(cp_format_for_path("-"));
 	ck_assert_str_eq(cp_format_reader_for_path("in.folded")->name,
 			 "folded");
 	ck_assert_ptr_eq(cp_format_reader_find("folded")->read,

@@ -53,12 +53,6 @@ enum cp_output_kind {
 int cp_output_open(const char *path, struct cp_output **out, char *error,
 		   size_t error_size);
 
-/* The name of the format an output file's name asks for
- * (cp_format_for_path of format.h: "svg" for .svg, "folded", "pprof" for
- * .pb.gz, "speedscope" for .speedscope.json; any case); NULL when PATH is
- * NULL or says nothing.  Static strings.  */
-const char *cp_output_format_for_path(const char *path);
-
 /* The stream to write to; borrowed.  */
 FILE *cp_output_stream(struct cp_output *out);
 

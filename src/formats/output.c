@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "cprof/error.h"
-#include "cprof/format.h"
 #include "formats/outdest.h"
 
 /* ".NAME" TMP_TAG "PID.RANDOM": what marks our temporaries.  */
@@ -221,12 +220,6 @@ int cp_output_open(const char *path, struct cp_output **out, char *error,
 	}
 	*out = o;
 	return 0;
-}
-
-const char *cp_output_format_for_path(const char *path)
-{
-	const struct cp_format *format = cp_format_for_path(path);
-	return format ? format->name : NULL;
 }
 
 FILE *cp_output_stream(struct cp_output *out)
