@@ -17,8 +17,9 @@
 #include "cprof/insn.h"
 #include "cprof/target.h"
 
-#define INT3 0xcc
-#define RET 0xc3
+#define INT3 0xcc /* x86: the breakpoint instruction */
+#define RET 0xc3  /* x86: a near return */
+
 /* One int3 of ours.  */
 struct breakpoint {
 	uint64_t addr;
