@@ -431,6 +431,53 @@ START_TEST(recorder_raw)
 }
 END_TEST
 
+/* Raw samples read back (the readers' raw entry) are the profile the
+ * folded writer writes: weights added up per stack, threads named,
+ * inlined frames marked again.  */
+START_TEST(raw_read_back)
+{
+	struct cp_profile *p = small_profile(false);
+	struct cp_profile_meta *meta = cp_profile_meta(p);
+	meta->pid = 7;
+	meta->frequency = 99;
+	int rc;
+	char *raw = recorded("raw", p, &rc);
+	ck_assert_int_eq(rc, 0);
+	const struct cp_format_reader *reader = cp_format_reader_find("raw");
+	ck_assert_ptr_nonnull(reader);
+	ck_assert_ptr_eq(cp_format_reader_for_path("app.raw"), reader);
+	FILE *f = fmemopen(raw, strlen(raw), "r");
+	struct cp_profile *back = NULL;
+	char error[256] = "";
+	rc = reader->read(f, "app.raw", &back, error, sizeof(error));
+	fclose(f);
+	ck_assert_msg(rc == 0, "%s", error);
+	ck_assert_uint_eq(cp_profile_meta_const(back)->frequency, 99);
+	ck_assert_int_eq(cp_profile_meta_const(back)->pid, 7);
+	ck_assert(cp_profile_counts_samples(back));
+	ck_assert_str_eq(cp_profile_thread_name(back, 7), "demo");
+	struct cp_format_input in = {.kind = CP_FORMAT_SAMPLED,
+				     .profile = back};
+	struct cp_format_options o = CP_FORMAT_OPTIONS_INIT;
+	o.folded.threads = true;
+	char *folded = written("folded", &in, &o, &rc);
+	ck_assert_str_eq(folded, "7 demo;main;work 3\n7 demo;main;work;leaf 1\n");
+	free(folded);
+	cp_profile_free(back);
+	free(raw);
+
+	/* a malformed line is the reader's message */
+	const char *bad = "# fields SECONDS TID WEIGHT STACK\n1.0 x 1 main\n";
+	f = fmemopen((void *)bad, strlen(bad), "r");
+	rc = reader->read(f, "bad.raw", &back, error, sizeof(error));
+	fclose(f);
+	ck_assert_int_eq(rc, -CP_E_PARSE);
+	ck_assert_ptr_null(back);
+	ck_assert_msg(strncmp(error, "bad.raw:2:", 10) == 0, "%s", error);
+	cp_profile_free(p);
+}
+END_TEST
+
 /* speedscope's recorder keeps time order: leaf's stack first, though
  * sorted stacks put main;work first.  */
 START_TEST(recorder_speedscope)
@@ -623,6 +670,7 @@ static Suite *formats_suite(void)
 	tcase_add_test(tc, dump_as_profile);
 	tcase_add_test(tc, recorder_raw);
 	tcase_add_test(tc, recorder_speedscope);
+	tcase_add_test(tc, raw_read_back);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cprof-attach");

@@ -17,6 +17,10 @@ int cp_format_raw_sample(void *state, uint64_t t_ns, pid_t tid,
 			 uint32_t stack, uint64_t weight);
 int cp_format_raw_end(void *state, bool write);
 int cp_format_trace_begin(CP_FORMAT_BEGIN_ARGS);
+/* The readers' entry: raw samples aggregated into a profile.  */
+int cp_format_raw_read(FILE *stream, const char *name,
+		       struct cp_profile **out, char *error,
+		       size_t error_size);
 
 /* folded.c, svg.c, pprof.c: the profile writers.  */
 int cp_format_folded_write(CP_FORMAT_WRITE_ARGS);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cprof/error.h"
+#include "cprof/rawread.h"
 #include "cprof/timeline.h"
 #include "formats/entries.h"
 
@@ -176,4 +177,148 @@ int cp_format_raw_end(void *state, bool write)
 	}
 	raw_free(r);
 	return rc;
+}
+
+/* ------------------------------------------------------------- reader */
+
+/* Raw samples read back into a profile (the readers' table): the weights
+ * of equal (thread, stack) pairs add up, as folded output counts them.  */
+struct raw_into {
+	struct cp_profile *profile;
+	uint32_t *location_of;    /* by string id of the frame: 1 + location */
+	size_t location_cap;
+	uint32_t *locs;
+	size_t locs_cap;
+};
+
+/* The location of frame NAME (LEN bytes), one per name.  */
+static uint32_t frame_location(struct raw_into *r, const char *name,
+			       size_t len)
+{
+	uint32_t fn = cp_profile_intern(r->profile, name, len);
+	if (fn == UINT32_MAX)
+		return UINT32_MAX;
+	if (fn >= r->location_cap) {
+		size_t cap = r->location_cap ? r->location_cap : 256;
+		while (cap <= fn)
+			cap *= 2;
+		uint32_t *grown = realloc(r->location_of, cap * sizeof(*grown));
+		if (!grown)
+			return UINT32_MAX;
+		memset(grown + r->location_cap, 0,
+		       (cap - r->location_cap) * sizeof(*grown));
+		r->location_of = grown;
+		r->location_cap = cap;
+	}
+	if (!r->location_of[fn]) {
+		/* FlameGraph's "_[i]" marks an inlined frame.  */
+		bool inlined = len > 4 && memcmp(name + len - 4, "_[i]", 4) == 0;
+		struct cp_line line = {.inlined = inlined};
+		line.function = inlined ? cp_profile_intern(r->profile, name,
+							    len - 4)
+					: fn;
+		if (line.function == UINT32_MAX)
+			return UINT32_MAX;
+		uint32_t loc = cp_profile_add_location(r->profile, 0, 0, &line,
+						       1);
+		if (loc == UINT32_MAX)
+			return UINT32_MAX;
+		r->location_of[fn] = loc + 1;
+	}
+	return r->location_of[fn] - 1;
+}
+
+static int into_sample(void *arg, const struct cp_raw_sample *sample)
+{
+	struct raw_into *r = arg;
+	const char *const *frames;
+	const size_t *lens;
+	size_t n;
+	int rc = cp_raw_frames(sample, 0, 0, &frames, &lens, &n);
+	if (rc < 0)
+		return rc;
+	if (n > r->locs_cap) {
+		uint32_t *grown = realloc(r->locs, n * sizeof(*grown));
+		if (!grown)
+			return -CP_E_NOMEM;
+		r->locs = grown;
+		r->locs_cap = n;
+	}
+	/* innermost first in the profile */
+	for (size_t i = 0; i < n; i++) {
+		r->locs[n - 1 - i] = frame_location(r, frames[i], lens[i]);
+		if (r->locs[n - 1 - i] == UINT32_MAX)
+			return -CP_E_NOMEM;
+	}
+	uint32_t stack = cp_profile_intern_stack(r->profile, r->locs, n);
+	if (stack == UINT32_MAX)
+		return -CP_E_NOMEM;
+	return cp_profile_add(r->profile, sample->tid, stack, sample->weight);
+}
+
+static int into_thread(void *arg, pid_t tid, const char *name)
+{
+	struct raw_into *r = arg;
+	return cp_profile_set_thread_name(r->profile, tid, name);
+}
+
+static int into_target(void *arg, pid_t pid, const char *name)
+{
+	struct cp_profile_meta *meta = cp_profile_meta(((struct raw_into *)arg)
+							       ->profile);
+	meta->pid = pid;
+	snprintf(meta->target, sizeof(meta->target), "%s", name ? name : "");
+	return 0;
+}
+
+static int into_frequency(void *arg, double hz)
+{
+	struct cp_profile_meta *meta = cp_profile_meta(((struct raw_into *)arg)
+							       ->profile);
+	/* a whole frequency: the samples are ticks of it */
+	meta->frequency = hz >= 1 && hz <= 1e6 && hz == (double)(uint32_t)hz
+				  ? (uint32_t)hz : 0;
+	return 0;
+}
+
+static int into_weight_unit(void *arg, enum cp_raw_weight_unit unit)
+{
+	struct raw_into *r = arg;
+	if (unit == CP_RAW_WEIGHT_NANOSECONDS)
+		cp_profile_set_count_type(r->profile, "cpu", "nanoseconds");
+	else if (unit == CP_RAW_WEIGHT_UNKNOWN)
+		cp_profile_set_count_type(r->profile, "unknown", "count");
+	return 0;
+}
+
+int cp_format_raw_read(FILE *stream, const char *name,
+		       struct cp_profile **out, char *error,
+		       size_t error_size)
+{
+	static const struct cp_raw_callbacks callbacks = {
+		.sample = into_sample,
+		.thread = into_thread,
+		.target = into_target,
+		.frequency = into_frequency,
+		.weight_unit = into_weight_unit,
+	};
+	*out = NULL;
+	struct raw_into r = {.profile = cp_profile_new()};
+	if (!r.profile) {
+		if (error && error_size)
+			snprintf(error, error_size, "%s: out of memory", name);
+		return -CP_E_NOMEM;
+	}
+	int rc = cp_raw_read(stream, name, &callbacks, &r, error, error_size);
+	free(r.location_of);
+	free(r.locs);
+	if (rc < 0) {
+		cp_profile_free(r.profile);
+		return rc;
+	}
+	/* counts of unknown frequency are plain samples */
+	if (!cp_profile_counts_samples(r.profile))
+		cp_profile_meta(r.profile)->frequency = 0;
+	*out = r.profile;
+	return 0;
 }

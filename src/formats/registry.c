@@ -54,6 +54,9 @@ static const struct cp_format_reader readers[] = {
 	{ "folded", { ".folded", NULL },
 	  "folded stacks (FlameGraph's format; cprof's sample_type header)",
 	  cp_read_folded },
+	{ "raw", { ".raw", NULL },
+	  "cprof-attach's raw samples, their weights added up per stack",
+	  cp_format_raw_read },
 };
 
 #define NREADERS (sizeof(readers) / sizeof(readers[0]))
