@@ -1649,6 +1649,89 @@ START_TEST(e2e_trace_python)
 }
 END_TEST
 
+
+/* cp_timeline_convert: read, write and finish in one call; spooled,
+ * nothing reaches the output before the timeline is complete, and the
+ * output is the same as written directly.  */
+START_TEST(convert_spooled)
+{
+	static const char text[] = "1 1 main;a\n2 1 main;b\n3 2 x\n";
+	for (int format = CP_TIMELINE_EVENTS; format <= CP_TIMELINE_SPEEDSCOPE;
+	     format++) {
+		char *want = convert(text, (enum cp_timeline_format)format, 1);
+		for (int spool = 0; spool < 2; spool++) {
+			char *out = NULL;
+			size_t size = 0;
+			FILE *mem = open_memstream(&out, &size);
+			struct cp_timeline_options o = {
+				.format = (enum cp_timeline_format)format,
+				.min_samples = 1,
+				.name = "t.raw",
+			};
+			FILE *in = stream_of(text);
+			char error[256];
+			const char *dir = "untouched";
+			ck_assert_int_eq(cp_timeline_convert(&o, in, "t.raw", mem,
+							     spool, &dir, error,
+							     sizeof(error)),
+					 0);
+			fclose(in);
+			ck_assert_str_eq(error, "");
+			ck_assert_ptr_null(dir);
+			ck_assert_int_eq(fclose(mem), 0);
+			assert_text_eq(out, want, "cp_timeline_convert");
+			free(out);
+		}
+		free(want);
+	}
+
+	/* A malformed line after good ones: its message, and spooled,
+	 * nothing written.  */
+	char *out = NULL;
+	size_t size = 0;
+	FILE *mem = open_memstream(&out, &size);
+	struct cp_timeline_options o = {.format = CP_TIMELINE_EVENTS};
+	FILE *in = stream_of("1 1 main;a\n2 1 main;b\nbad\n");
+	char error[256];
+	const char *dir;
+	ck_assert_int_eq(cp_timeline_convert(&o, in, "t.raw", mem, true, &dir,
+					     error, sizeof(error)),
+			 -CP_E_PARSE);
+	fclose(in);
+	fclose(mem);
+	ck_assert_uint_eq(size, 0);
+	ck_assert_str_eq(error, "t.raw:3: missing thread id: expected 'TIMESTAMP TID FRAME;FRAME;...', found 'bad'");
+	free(out);
+
+	/* No room for the spool: -CP_E_SYS, the directory tried, no
+	 * message of its own, nothing written.  */
+	char *saved = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+	setenv("TMPDIR", "/nonexistent", 1);
+	out = NULL;
+	mem = open_memstream(&out, &size);
+	in = stream_of("1 1 main\n");
+	errno = 0;
+	int rc = cp_timeline_convert(&o, in, "t.raw", mem, true, &dir, error,
+				     sizeof(error));
+	int err = errno;
+	char tried[64];
+	snprintf(tried, sizeof(tried), "%s", dir ? dir : "(null)");
+	if (saved)
+		setenv("TMPDIR", saved, 1);
+	else
+		unsetenv("TMPDIR");
+	free(saved);
+	fclose(in);
+	fclose(mem);
+	ck_assert_int_eq(rc, -CP_E_SYS);
+	ck_assert_int_eq(err, ENOENT);
+	ck_assert_str_eq(tried, "/nonexistent");
+	ck_assert_str_eq(error, "");
+	ck_assert_uint_eq(size, 0);
+	free(out);
+}
+END_TEST
+
 static Suite *timeline_suite(void)
 {
 	Suite *s = suite_create("timeline");
@@ -1662,6 +1745,7 @@ static Suite *timeline_suite(void)
 	tcase_add_test(tc, raw_malformed);
 	tcase_add_test(tc, api_contract);
 	tcase_add_test(tc, api_empty_stacks);
+	tcase_add_test(tc, convert_spooled);
 	tcase_add_test(tc, trace_golden);
 	tcase_add_test(tc, speedscope_golden);
 	tcase_add_test(tc, raw_weights);

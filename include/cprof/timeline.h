@@ -49,6 +49,7 @@
 #ifndef CPROF_TIMELINE_H
 #define CPROF_TIMELINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -169,5 +170,22 @@ void cp_timeline_free(struct cp_timeline *timeline);
  * cp_timeline_free().  */
 int cp_timeline_read_raw(struct cp_timeline *timeline, FILE *in,
 			 const char *name, char *error, size_t error_size);
+
+/* Read the raw samples of IN (named NAME in messages) and write their
+ * timeline with OPTIONS to OUT (borrowed; flushed, not closed):
+ * cp_timeline_new, cp_timeline_read_raw and cp_timeline_finish in one
+ * call.  With SPOOL nothing reaches OUT before the timeline is complete:
+ * it is written to an anonymous temporary file in $TMPDIR (or /tmp) and
+ * copied to OUT at the end, for an OUT that cannot be taken back
+ * (standard output, a FIFO, a device).  Returns 0; what
+ * cp_timeline_new or cp_timeline_read_raw returned, with the message in
+ * ERROR; or, with ERROR empty, -CP_E_SYS (errno set) when writing failed
+ * or, with *SPOOL_DIR set to the directory tried (SPOOL_DIR may be
+ * NULL), when the temporary file could not be made; -CP_E_NOMEM.  What
+ * reached OUT after a failure is incomplete: discard it.  */
+int cp_timeline_convert(const struct cp_timeline_options *options, FILE *in,
+			const char *name, FILE *out, bool spool,
+			const char **spool_dir, char *error,
+			size_t error_size);
 
 #endif

@@ -37,6 +37,7 @@
 #include "cprof/rawread.h"
 #include "util/grow.h"
 #include "util/hashidx.h"
+#include "util/spool.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -693,4 +694,53 @@ int cp_timeline_read_raw(struct cp_timeline *tl, FILE *in, const char *name,
 		.weight_unit = raw_weight_unit,
 	};
 	return cp_raw_read(in, name, &callbacks, tl, error, error_size);
+}
+
+int cp_timeline_convert(const struct cp_timeline_options *options, FILE *in,
+			const char *name, FILE *out, bool spool,
+			const char **spool_dir, char *error, size_t error_size)
+{
+	if (error && error_size)
+		error[0] = '\0';
+	if (spool_dir)
+		*spool_dir = NULL;
+	FILE *dest = out, *sp = NULL;
+	char *buffer = NULL;
+	if (spool) {
+		const char *dir;
+		sp = cp_spool_new("cprof", &dir);
+		if (!sp) {
+			if (spool_dir)
+				*spool_dir = dir;
+			return -CP_E_SYS;
+		}
+		/* A large buffer saves system calls on big outputs (glibc
+		 * takes the size only with a buffer given); it outlives the
+		 * spool.  */
+		buffer = malloc(1 << 20);
+		if (buffer)
+			setvbuf(sp, buffer, _IOFBF, 1 << 20);
+		dest = sp;
+	}
+	struct cp_timeline *tl;
+	int rc = cp_timeline_new(options, dest, &tl);
+	if (rc < 0 && error && error_size)
+		snprintf(error, error_size, "%s", cp_strerror(rc));
+	if (rc == 0)
+		rc = cp_timeline_read_raw(tl, in, name, error, error_size);
+	if (rc < 0) {
+		cp_timeline_free(tl);
+	} else {
+		rc = cp_timeline_finish(tl);
+		if (rc == 0 && sp)
+			rc = cp_spool_copy(sp, out);
+		if (rc == 0 && fflush(out) != 0)
+			rc = -CP_E_SYS;
+	}
+	int saved = errno;
+	if (sp)
+		fclose(sp);
+	free(buffer);
+	errno = saved;
+	return rc;
 }

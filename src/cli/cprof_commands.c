@@ -212,45 +212,6 @@ static int open_raw(const char *path, FILE **stream)
 	return EXIT_OK;
 }
 
-/* An anonymous temporary file (already unlinked) in $TMPDIR or /tmp
- * (tmpfile() ignores TMPDIR).  NULL with errno set; *DIR says where.  */
-static FILE *spool_file(const char **dir)
-{
-	*dir = getenv("TMPDIR");
-	if (!*dir || !**dir)
-		*dir = "/tmp";
-	char path[PATH_MAX];
-	if (snprintf(path, sizeof(path), "%s/cprof-XXXXXX", *dir) >=
-	    (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return NULL;
-	}
-	int fd = mkostemp(path, O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	unlink(path);
-	FILE *f = fdopen(fd, "w+");
-	if (!f) {
-		int saved = errno;
-		close(fd);
-		errno = saved;
-	}
-	return f;
-}
-
-/* Copy SPOOL from its start to STREAM.  Returns 0 or -CP_E_SYS.  */
-static int copy_spool(FILE *spool, FILE *stream)
-{
-	if (fflush(spool) != 0 || fseek(spool, 0, SEEK_SET) != 0)
-		return -CP_E_SYS;
-	char chunk[1 << 16];
-	size_t n;
-	while ((n = fread(chunk, 1, sizeof(chunk), spool)) > 0)
-		if (fwrite(chunk, 1, n, stream) != n)
-			return -CP_E_SYS;
-	return ferror(spool) ? -CP_E_SYS : 0;
-}
-
 int run_timeline(struct options *o)
 {
 	const struct cp_timeline_format_info *f =
@@ -274,9 +235,7 @@ int run_timeline(struct options *o)
 	to.name = strcmp(in_path, "-") == 0 ? "stdin" : base ? base + 1 : in_path;
 
 	struct cp_output *out = NULL;
-	FILE *in = NULL, *spool = NULL;
-	struct cp_timeline *tl = NULL;
-	char *buffer = NULL;
+	FILE *in = NULL;
 	int code = open_output(o, &out);
 	if (code == EXIT_OK)
 		code = open_raw(in_path, &in);
@@ -284,50 +243,33 @@ int run_timeline(struct options *o)
 		cp_output_abort(out);
 		return code;
 	}
-	/* Standard output, a FIFO or a device cannot be taken back: write
-	 * to a temporary file and copy it out once the whole input has been
-	 * read.  */
-	FILE *dest = cp_output_stream(out);
-	if (cp_output_kind(out) != CP_OUTPUT_REPLACE) {
-		const char *dir;
-		spool = spool_file(&dir);
-		if (!spool) {
-			message("cannot create a temporary file in %s: %s (set TMPDIR to a writable directory, or give -o FILE)",
-				dir, strerror(errno));
-			code = EXIT_RUNTIME;
-			goto out;
-		}
-		dest = spool;
-	}
-	/* Not used yet: a large buffer saves system calls on big outputs
-	 * (glibc takes the size only with a buffer given).  It must outlive
-	 * the stream: freed after the stream is closed, below.  */
-	buffer = malloc(1 << 20);
+	/* A large buffer saves system calls on big outputs (glibc takes the
+	 * size only with a buffer given).  It must outlive the stream: freed
+	 * after the output is committed or given up, below.  */
+	FILE *stream = cp_output_stream(out);
+	char *buffer = malloc(1 << 20);
 	if (buffer)
-		setvbuf(dest, buffer, _IOFBF, 1 << 20);
-
-	int rc = cp_timeline_new(&to, dest, &tl);
-	char error[1024] = "";
-	if (rc == 0)
-		rc = cp_timeline_read_raw(tl, in, input_name(in_path), error,
-					  sizeof(error));
-	if (rc < 0) {
-		cp_timeline_free(tl);
-		message("%s", error[0] ? error : cp_strerror(rc));
+		setvbuf(stream, buffer, _IOFBF, 1 << 20);
+	/* Standard output, a FIFO or a device cannot be taken back: the
+	 * library spools until the whole input has been read.  */
+	char error[1024];
+	const char *spool_dir;
+	int rc = cp_timeline_convert(&to, in, input_name(in_path), stream,
+				     cp_output_kind(out) != CP_OUTPUT_REPLACE,
+				     &spool_dir, error, sizeof(error));
+	if (rc < 0 && (error[0] || spool_dir)) {
+		if (error[0])
+			message("%s", error);
+		else
+			message("cannot create a temporary file in %s: %s (set TMPDIR to a writable directory, or give -o FILE)",
+				spool_dir, strerror(errno));
 		code = rc == -CP_E_PARSE ? EXIT_USAGE : EXIT_RUNTIME;
-		goto out;
+		cp_output_abort(out);
+	} else {
+		code = finish_output(out, rc, o);
 	}
-	rc = cp_timeline_finish(tl);
-	if (rc == 0 && spool)
-		rc = copy_spool(spool, cp_output_stream(out));
-	code = finish_output(out, rc, o);
-	out = NULL;
-out:
-	cp_output_abort(out);
-	if (spool)
-		fclose(spool);
 	free(buffer);
-	if (in && in != stdin)
+	if (in != stdin)
 		fclose(in);
 	return code;
 }

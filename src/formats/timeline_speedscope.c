@@ -1,16 +1,15 @@
 /* The timeline's speedscope writer: speedscope's file format with one
  * "evented" profile per thread (balanced "O"/"C" events, microseconds).
  * The engine closes the frames still open at the end.  Each thread's
- * events are spooled to an anonymous temporary file and copied out at
- * the end, after the frame names every profile shares.  */
+ * events are spooled to an anonymous temporary file (util/spool.h) and
+ * copied out at the end, after the frame names every profile shares.  */
 #include <errno.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "analysis/timeline_writer.h"
 #include "cprof/error.h"
 #include "formats/timeline_text.h"
 #include "util/hashidx.h"
+#include "util/spool.h"
 
 #ifndef CP_VERSION
 #define CP_VERSION "unknown"
@@ -110,37 +109,6 @@ static uint32_t shared_frame(struct speedscope *w, const char *name,
 	return w->nframes++;
 }
 
-/* An anonymous temporary file (already unlinked) in $TMPDIR or /tmp:
- * unlike tmpfile(), which always uses /tmp, it goes where the user said
- * there is room.  NULL with errno set on failure, and the directory in
- * W's SPOOL_DIR for the message.  */
-static FILE *spool_file(struct speedscope *w)
-{
-	const char *dir = getenv("TMPDIR");
-	char *path;
-	if (!dir || !*dir)
-		dir = "/tmp";
-	if (asprintf(&path, "%s/cprof-timeline-XXXXXX", dir) < 0)
-		return NULL;
-	int fd = mkostemp(path, O_CLOEXEC);
-	if (fd < 0) {
-		int saved = errno;
-		snprintf(w->spool_dir, sizeof(w->spool_dir), "%s", dir);
-		free(path);
-		errno = saved;
-		return NULL;
-	}
-	unlink(path);
-	free(path);
-	FILE *f = fdopen(fd, "w+");
-	if (!f) {
-		int saved = errno;
-		close(fd);
-		errno = saved;
-	}
-	return f;
-}
-
 static int speedscope_event(void *state, struct cp_timeline_thread_info *t,
 			    bool start, const char *name, size_t len,
 			    uint32_t *slot, const char *ts_text, double ts,
@@ -168,9 +136,14 @@ static int speedscope_event(void *state, struct cp_timeline_thread_info *t,
 			return -CP_E_NOMEM;
 	}
 	if (!s->file) {
-		s->file = spool_file(w);
-		if (!s->file)
+		const char *dir;
+		s->file = cp_spool_new("cprof-timeline", &dir);
+		if (!s->file) {
+			int saved = errno;
+			snprintf(w->spool_dir, sizeof(w->spool_dir), "%s", dir);
+			errno = saved;
 			return -CP_E_SYS;
+		}
 	}
 	tt_put(s->file, s->events++ ? ",\n{\"type\":\"" : "\n{\"type\":\"");
 	tt_put(s->file, start ? "O\",\"frame\":" : "C\",\"frame\":");
@@ -236,18 +209,9 @@ static int speedscope_finish(void *state,
 		tt_put(out, ",\"events\":[");
 		struct spool *s = t->data;
 		if (s && s->file) {
-			if (fflush(s->file) != 0 || fseek(s->file, 0, SEEK_SET))
-				return -CP_E_SYS;
-			char chunk[65536];
-			size_t got;
-			while ((got = fread_unlocked(chunk, 1, sizeof(chunk),
-						     s->file)) > 0)
-				tt_put_n(out, chunk, got);
-			if (ferror(s->file)) {
-				if (!errno)
-					errno = EIO;
-				return -CP_E_SYS;
-			}
+			int rc = cp_spool_copy(s->file, out);
+			if (rc < 0)
+				return rc;
 			fclose(s->file);
 			s->file = NULL;
 		}
