@@ -179,8 +179,9 @@ static void assert_link(const char *path, const char *target)
 
 START_TEST(shared_library_exports_only_cp)
 {
+	const char *destdir = install_into_temp();
 	char path[PATH_MAX], *out;
-	snprintf(path, sizeof(path), "%s/libcprof.so", CP_BUILD_DIR);
+	snprintf(path, sizeof(path), "%s" PREFIX "/lib/libcprof.so", destdir);
 	int rc = shell(&out, "nm -D --defined-only '%s' | awk '{ print $NF }'",
 		       path);
 	ck_assert_msg(rc == 0, "nm -D %s: %s", path, out);

@@ -10,9 +10,10 @@
  *
  *     cc -o sample-folded sample-folded.c $(pkg-config --cflags --libs cprof)
  *
- * or with libcprof.a and its dependencies linked in:
+ * or with libcprof.a and its dependencies linked in (-no-pie: Debian's
+ * libunwind-ptrace.a is not position-independent):
  *
- *     cc -o sample-folded sample-folded.c $(pkg-config --cflags cprof) \
+ *     cc -no-pie -o sample-folded sample-folded.c $(pkg-config --cflags cprof) \
  *        -Wl,-Bstatic $(pkg-config --static --libs cprof) -Wl,-Bdynamic
  *
  * Run it as root (or as the process's owner where ptrace is allowed):
