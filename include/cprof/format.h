@@ -86,9 +86,12 @@ struct cp_format {
 	int (*write)(const struct cp_format_input *in,
 		     const struct cp_format_options *options, FILE *stream);
 	/* Streaming, optional (all three or none): BEGIN makes the
-	 * recorder's state (*STATE) and may write a header; SAMPLE takes one
-	 * sample of IN's profile as it is taken; END writes what is left
-	 * (IN's profile has its names by then) and frees the state.  */
+	 * recorder's state (*STATE; IN and OPTIONS are the recorder's, valid
+	 * until END) and may write a header; SAMPLE takes one sample of IN's
+	 * profile as it is taken (a stack id of that profile, its names
+	 * known); END, with WRITE, writes what is left (IN's profile
+	 * complete by then), and frees the state.  Each returns 0 or a
+	 * -CP_E_* code (-CP_E_SYS with errno).  */
 	int (*begin)(const struct cp_format_input *in,
 		     const struct cp_format_options *options, FILE *stream,
 		     void **state);
