@@ -108,7 +108,11 @@ int cp_heap_finish(struct cp_heap *heap);
  * cp_heap_summary's sites are written.  */
 void cp_heap_resolve(struct cp_heap *heap);
 
-/* The results; borrowed, valid until the next call on HEAP.  */
+/* The results: the heap table's summary with the tracer's fields
+ * (calls, traced, module, reallocs, lost returns, steps, forks, how the
+ * run ended) beside it.  Borrowed, valid until cp_heap_free; it holds
+ * what was known at this call (tracing on changes the table: call
+ * again).  */
 const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *heap);
 
 /* The heap table the events went to; borrowed, valid until
