@@ -809,6 +809,43 @@ START_TEST(cli_report_heap_units)
 }
 END_TEST
 
+/* An input named .raw is cprof-attach's raw samples (the readers' table):
+ * the report of their weights per stack is the report of the same
+ * stacks as folded text; a directory so named is refused as raw.  */
+START_TEST(cli_report_raw_input)
+{
+	const char *dir = temp_dir();
+	char *raw = path_in(dir, "t.raw");
+	char *folded = path_in(dir, "t.folded");
+	write_file(raw, "# fields SECONDS TID WEIGHT STACK\n"
+			"# thread 7 main\n"
+			"1.0 7 2 main;a\n"
+			"1.1 7 1 main;b\n"
+			"1.2 8 3 main;a\n");
+	write_file(folded, "main;a 5\nmain;b 1\n");
+	struct cli_run run = CLI(dir, NULL, "report", "t.raw");
+	assert_ok(&run, "report t.raw");
+	struct cli_run want = CLI(dir, NULL, "report", "t.folded");
+	assert_ok(&want, "report t.folded");
+	/* The same but for the name and the stacks (two threads: 3).  */
+	ck_assert_msg(strncmp(run.out, "t.raw: 6 samples, 3 stacks, 3 functions\n", 40) == 0,
+		      "%s", run.out);
+	assert_text_eq(strchr(run.out, '\n'), strchr(want.out, '\n'),
+		       "cprof report t.raw");
+	cli_free(&run);
+	cli_free(&want);
+	char *sub = path_in(dir, "d.raw");
+	ck_assert_int_eq(mkdir(sub, 0700), 0);
+	run = CLI(dir, NULL, "report", "d.raw");
+	assert_fails(&run, 2, "d.raw is a directory, not a file of raw stacks",
+		     "report d.raw");
+	cli_free(&run);
+	free(sub);
+	free(raw);
+	free(folded);
+}
+END_TEST
+
 START_TEST(cli_report_stdin)
 {
 	char *input = slurp(DATA "/cprof-report.folded");
@@ -1093,6 +1130,7 @@ static Suite *cprof_suite(void)
 	tcase_add_test(tc, cli_report_stdin);
 	tcase_add_test(tc, cli_convert_report);
 	tcase_add_test(tc, cli_report_heap_units);
+	tcase_add_test(tc, cli_report_raw_input);
 	tcase_add_test(tc, cli_report_output_file);
 	tcase_add_test(tc, cli_diff_folded_golden);
 	tcase_add_test(tc, cli_convert_folded);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cprof/error.h"
+#include "cprof/format.h"
 #include "cprof/output.h"
 #include "cprof/profile.h"
 #include "cli/common.h"
@@ -203,6 +204,11 @@ static void parse_command_options(int argc, char **argv,
 /* Read IN into *PROFILE.  Returns an exit code (the message is printed). */
 int load(const char *path, struct cp_profile **profile)
 {
+	/* The reader the name asks for (a .raw file: raw samples), else
+	 * the first (folded stacks).  */
+	const struct cp_format_reader *reader = cp_format_reader_for_path(path);
+	if (!reader)
+		reader = cp_format_readers(&(size_t){0});
 	FILE *stream = stdin;
 	if (strcmp(path, "-") != 0) {
 		stream = fopen(path, "re");
@@ -212,15 +218,15 @@ int load(const char *path, struct cp_profile **profile)
 		}
 		struct stat st;
 		if (fstat(fileno(stream), &st) == 0 && S_ISDIR(st.st_mode)) {
-			message("%s is a directory, not a file of folded stacks",
-				path);
+			message("%s is a directory, not a file of %s stacks",
+				path, reader->name);
 			fclose(stream);
 			return EXIT_USAGE;
 		}
 	}
-	char error[512];
-	int rc = cp_read_folded(stream, input_name(path), profile, error,
-				sizeof(error));
+	char error[512] = "";
+	int rc = reader->read(stream, input_name(path), profile, error,
+			      sizeof(error));
 	if (stream != stdin)
 		fclose(stream);
 	if (rc == 0)

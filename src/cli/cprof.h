@@ -51,8 +51,10 @@ const char *choice_names(const struct choice *choices, size_t n, char *buf,
 /* The name used in messages for input PATH ("-": "<stdin>").  */
 const char *input_name(const char *path);
 
-/* Read folded stacks from PATH ("-": standard input) into *PROFILE.
- * Returns an exit code (the message is printed).  */
+/* Read the profile in PATH ("-": standard input) into *PROFILE, with
+ * the reader its name asks for (cprof-attach's raw samples for .raw),
+ * else as folded stacks.  Returns an exit code (the message is
+ * printed).  */
 int load(const char *path, struct cp_profile **profile);
 
 /* Open O's output, or print why not.  Returns an exit code.  */

@@ -110,8 +110,10 @@ const char common_usage[] =
 	"IN is a file of folded stacks, or - for standard input: lines\n"
 	"\"frame;frame;...;frame COUNT\", root first, the count after the last run of\n"
 	"spaces or tabs (decimals are rounded half up); blank lines and lines\n"
-	"beginning with # are skipped.  Output files are written to a temporary file\n"
-	"and renamed into place when complete.\n"
+	"beginning with # are skipped.  A file whose name ends in .raw holds raw\n"
+	"samples (cprof-attach --format raw), their weights added up per stack.\n"
+	"Output files are written to a temporary file and renamed into place when\n"
+	"complete.\n"
 	"\n"
 	"Exit status: 0 success, 1 runtime failure, 2 usage error or bad input\n"
 	"(malformed or empty input, an input that cannot be opened).\n";
