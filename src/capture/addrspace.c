@@ -10,9 +10,10 @@
  * Concurrency: AS->current is the view readers see; a reader takes a
  * reference under AS->lock, which is held only for that and for the swap
  * of a new view, never across I/O.  AS->refresh_lock serializes the
- * refreshes (each reads the maps, opens the new modules' files, builds a
- * view).  Views and modules are reference-counted and never change once
- * published.  */
+ * refreshes (each reads the maps and builds a view).  Views and modules
+ * are reference-counted and never change once published, but for a
+ * module's file, opened once on first need under its own lock
+ * (cp_addrspace_module_open).  */
 #include "cprof/addrspace.h"
 
 #include <elf.h>
@@ -413,7 +414,8 @@ static int by_start(const void *a, const void *b)
 }
 
 /* Make the view of TEXT (handed over) after OLD in EPOCH: modules OLD
- * has unchanged are shared, new ones opened; when the read was not
+ * has unchanged are shared, new ones made (their files are opened when
+ * first needed); when the read was not
  * STABLE, OLD's modules that no module shown overlaps are kept.  The
  * generation moves on only when the modules changed.  Returns the view
  * or NULL (out of memory, or TEXT unparsable: OLD stays).  */
