@@ -5,8 +5,6 @@
  * FIFO written in place, never replaced), so a malformed input never
  * leaves a file behind.  */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
