@@ -18,9 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capture/blocked.h"
 #include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
+#include "cprof/profile.h"
+#include "cprof/symbols.h"
+#include "cprof/unwinder.h"
+#include "symbolize/resolver.h"
 #include "testutil.h"
 
 #define READY_TIMEOUT_MS 10000
@@ -368,6 +373,74 @@ START_TEST(test_exec_epoch)
 }
 END_TEST
 
+/* An exec told once to the address space reaches its readers without
+ * another call: the resolver gives an address seen before a new location
+ * (it means something else now), the --wall table forgets the stacks it
+ * would have repeated, and the unwinder and the symbolizer made on it
+ * read the new epoch's view.  */
+START_TEST(test_exec_reaches_readers)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("plugin-host",
+							 LONG_RUN, NULL));
+	struct cp_addrspace *as = NULL;
+	struct cp_unwinder *unwinder = NULL;
+	struct cp_symbols *symbols = NULL;
+	struct cp_symbols_options options = {.no_dwarf = true};
+	ck_assert_int_eq(cp_addrspace_new(fixture->pid, &as), 0);
+	ck_assert_int_eq(cp_unwinder_new_in(as, &unwinder), 0);
+	ck_assert_int_eq(cp_symbols_new_in(as, &options, &symbols), 0);
+	ck_assert_ptr_eq(cp_unwinder_addrspace(unwinder), as);
+	ck_assert_ptr_eq(cp_symbols_addrspace(symbols), as);
+	const struct cp_addrspace_view *v = cp_addrspace_view(as);
+	const struct cp_addrspace_module *exe =
+		module_named(v->modules, v->nmodules, "/plugin-host");
+	ck_assert_ptr_nonnull(exe);
+	uint64_t pc = exe->start + 0x1000;
+	cp_addrspace_view_release(v);
+
+	struct cp_profile *profile = cp_profile_new();
+	struct cp_resolver *res = NULL;
+	ck_assert_ptr_nonnull(profile);
+	ck_assert_int_eq(cp_resolver_start(symbols, profile, &res), 0);
+	uint32_t before = cp_resolver_location(res, pc);
+	ck_assert_uint_ne(before, UINT32_MAX);
+	ck_assert_uint_eq(cp_resolver_location(res, pc), before);
+
+	struct cp_blocked *blocked = cp_blocked_new(as);
+	ck_assert_ptr_nonnull(blocked);
+	cp_blocked_begin_tick(blocked, 1);
+	struct cp_blocked_thread *th = cp_blocked_thread(blocked, fixture->pid);
+	ck_assert_ptr_nonnull(th);
+	cp_blocked_stopped(th, 7, 0x1000, pc);
+	cp_blocked_begin_tick(blocked, 2);
+	th = cp_blocked_find(blocked, fixture->pid);
+	ck_assert_ptr_nonnull(th);
+	ck_assert_uint_eq(th->stack, 7);
+
+	ck_assert_int_eq(cp_addrspace_exec(as), 0);
+	uint32_t after = cp_resolver_location(res, pc);
+	ck_assert_uint_ne(after, UINT32_MAX);
+	ck_assert_uint_ne(after, before);
+	ck_assert_uint_eq(cp_resolver_location(res, pc), after);
+	cp_blocked_begin_tick(blocked, 3);
+	th = cp_blocked_find(blocked, fixture->pid);
+	ck_assert_ptr_nonnull(th);
+	ck_assert_uint_eq(th->stack, UINT32_MAX);
+
+	cp_resolver_finish(res);
+	/* The symbolizer re-read the modules for the new epoch (the
+	 * resolver's refresh job): the executable is named.  */
+	const struct cp_symbol *sym = cp_symbols_lookup(symbols, pc);
+	ck_assert_ptr_nonnull(sym->module);
+	ck_assert_str_eq(sym->module, "plugin-host");
+	cp_blocked_free(blocked);
+	cp_profile_free(profile);
+	cp_symbols_free(symbols);
+	cp_unwinder_free(unwinder);
+	cp_addrspace_free(as);
+}
+END_TEST
+
 /* heap-leak-jemalloc has libjemalloc.so.2 ahead of libc in its link map:
  * malloc and free are jemalloc's, as the dynamic linker binds them;
  * heap-leak's are libc's.  A module's own symbols are still its own.  */
@@ -508,6 +581,7 @@ static Suite *addrspace_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_dlopen_dlclose);
 	tcase_add_test(tc, test_exec_epoch);
+	tcase_add_test(tc, test_exec_reaches_readers);
 	tcase_add_test(tc, test_concurrent_views);
 	suite_add_tcase(suite, tc);
 
