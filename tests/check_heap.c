@@ -1705,6 +1705,22 @@ static const char *innermost_function(const struct cp_profile *profile,
 	return cp_profile_string(profile, loc->lines[0].function);
 }
 
+/* Events seen by a heap window's on_event, by kind.  */
+struct event_counts {
+	unsigned long long kind[3];
+	unsigned long long bytes; /* of the allocations that succeeded */
+};
+
+static void count_event(void *arg, const struct cp_heap_event *event)
+{
+	struct event_counts *counts = arg;
+
+	if ((unsigned)event->kind < 3)
+		counts->kind[event->kind]++;
+	if (event->kind != CP_HEAP_EV_FREE && event->addr != 0)
+		counts->bytes += event->size;
+}
+
 /* One heap window on the attached TARGET: start tracing, have the
  * heap-leak windows fixture run COMMAND (its NUMBER-th), trace until it
  * says "done", finish; then every count of the window is the fixture's,
@@ -1715,7 +1731,11 @@ static void heap_window(struct cp_target *target, struct cp_unwinder *unwinder,
 			const char *command, unsigned number,
 			const char *function)
 {
-	struct cp_heap_options options = { .max_depth = 64 };
+	struct event_counts events = { { 0 }, 0 };
+	struct cp_heap_options options = {
+		.max_depth = 64, .on_event = count_event,
+		.on_event_arg = &events,
+	};
 	struct cp_profile *profile = cp_profile_new();
 	struct cp_heap *heap = NULL;
 	const struct cp_heap_summary *s;
@@ -1770,6 +1790,15 @@ static void heap_window(struct cp_target *target, struct cp_unwinder *unwinder,
 	ck_assert_uint_eq(s->live_count, 0);
 	ck_assert_uint_eq(s->untracked_frees + s->repeat_frees, 0);
 	ck_assert_uint_eq(s->lost_returns, 0);
+	/* One event per call, seen by the second consumer too.  */
+	ck_assert_uint_eq(events.kind[CP_HEAP_EV_ALLOC],
+			  done_count(done, "malloc") +
+				  done_count(done, "calloc"));
+	ck_assert_uint_eq(events.kind[CP_HEAP_EV_FREE],
+			  done_count(done, "free"));
+	ck_assert_uint_eq(events.kind[CP_HEAP_EV_REALLOC],
+			  done_count(done, "realloc"));
+	ck_assert_uint_eq(events.bytes, done_count(done, "alloc_bytes"));
 	for (size_t i = 1; i < s->nsites; i++)
 		if (s->sites[i].alloc_count > s->sites[top].alloc_count)
 			top = i;

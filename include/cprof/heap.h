@@ -47,6 +47,12 @@ struct cp_heap_options {
 	 * restored); may be NULL.  The library never prints.  */
 	void (*warn)(void *arg, const char *message);
 	void *warn_arg;
+	/* Called with every allocation event once the heap table has it
+	 * (a second consumer: a recorder, a stream); may be NULL.  It runs
+	 * on the tracing thread, the allocating thread resumed or about to
+	 * be: keep it short, and never call back into HEAP.  */
+	void (*on_event)(void *arg, const struct cp_heap_event *event);
+	void *on_event_arg;
 };
 
 struct cp_heap;

@@ -56,6 +56,8 @@ static void emit(struct cp_heap *h, const struct cp_heap_event *event)
 	int rc = cp_heaptable_add(h->table, event);
 	if (rc < 0)
 		cp_heap_fail(h, rc);
+	if (h->o.on_event)
+		h->o.on_event(h->o.on_event_arg, event);
 }
 
 /* The table asks where a free of a block it does not know came from:
