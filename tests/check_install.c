@@ -1,7 +1,8 @@
 /* The installed library as an embedding program sees it: `make install`
  * into a temporary DESTDIR with PREFIX=/usr/local puts exactly the files
  * it should there (programs, man pages, libcprof.a, libcprof.so with its
- * soname links, the headers, cprof.pc naming /usr/local, not DESTDIR) and
+ * soname links, the headers, each of which compiles on its own, cprof.pc
+ * naming /usr/local, not DESTDIR) and
  * `make uninstall` takes every one of them away again; libcprof.so
  * exports the cp_ API and nothing else; and docs/examples/sample-folded.c,
  * built as its comment says with pkg-config (PKG_CONFIG_PATH and
@@ -280,6 +281,18 @@ START_TEST(install_then_uninstall)
 		       destdir);
 	ck_assert_msg(rc == 0, "pkg-config: %s", out);
 	ck_assert_str_eq(out, CP_VERSION "\n");
+	free(out);
+
+	/* Each installed header compiles on its own, with what pkg-config
+	 * gives: an embedding program includes only what it uses.  */
+	rc = shell(&out,
+		   "export PKG_CONFIG_PATH='%s" PREFIX "/lib/pkgconfig' "
+		   "PKG_CONFIG_SYSROOT_DIR='%s'; cd '%s" PREFIX "/include' && "
+		   "for h in cprof/*.h; do echo \"#include <$h>\" "
+		   "| cc -Wall -Wextra -Werror -fsyntax-only $(pkg-config --cflags cprof) "
+		   "-x c - || echo \"$h does not compile alone\"; done",
+		   destdir, destdir, destdir);
+	ck_assert_msg(rc == 0 && out[0] == '\0', "%.1500s", out);
 	free(out);
 
 	make_target("uninstall", destdir);
