@@ -134,7 +134,9 @@ const struct cp_addrspace_module *
 cp_addrspace_view_module(const struct cp_addrspace_view *view,
 			 uint64_t address);
 
-/* Is ADDRESS mapped in the current view?  */
+/* Is ADDRESS mapped in the current view, in a module whose file was
+ * opened (or tried: cp_addrspace_module_open)?  When it is not, a
+ * capture is due.  */
 bool cp_addrspace_has(struct cp_addrspace *as, uint64_t address);
 
 /* What cp_addrspace_find_symbols looks for.  */
