@@ -81,10 +81,10 @@ static char *written(const char *format, const struct cp_format_input *in,
 START_TEST(table)
 {
 	size_t n;
-	const struct cp_format *all = cp_formats(&n);
+	const struct cp_format *const *all = cp_formats(&n);
 	ck_assert_uint_ge(n, 9);
 	for (size_t i = 0; i < n; i++) {
-		const struct cp_format *f = &all[i];
+		const struct cp_format *f = all[i];
 		ck_assert_msg(f->name && *f->name && f->description &&
 			      *f->description && f->kinds, "entry %zu", i);
 		ck_assert_ptr_eq(cp_format_find(f->name), f);
@@ -95,7 +95,7 @@ START_TEST(table)
 			      "%s: begin, sample and end go together",
 			      f->name);
 		for (size_t j = i + 1; j < n; j++)
-			ck_assert_str_ne(f->name, all[j].name);
+			ck_assert_str_ne(f->name, all[j]->name);
 	}
 	ck_assert_ptr_null(cp_format_find("nope"));
 	ck_assert_ptr_null(cp_format_find(NULL));
@@ -197,7 +197,7 @@ END_TEST
 START_TEST(every_format_every_kind)
 {
 	size_t n;
-	const struct cp_format *all = cp_formats(&n);
+	const struct cp_format *const *all = cp_formats(&n);
 	for (int heap = 0; heap < 2; heap++) {
 		struct cp_profile *p = small_profile(heap);
 		struct cp_format_input in = {
@@ -205,16 +205,16 @@ START_TEST(every_format_every_kind)
 			.profile = p,
 		};
 		for (size_t i = 0; i < n; i++) {
-			if (!all[i].write || !cp_format_supports(&all[i],
+			if (!all[i]->write || !cp_format_supports(all[i],
 								 in.kind))
 				continue;
 			int rc;
-			char *text = written(all[i].name, &in, NULL, &rc);
-			ck_assert_msg(rc == 0, "%s (%s): %s", all[i].name,
+			char *text = written(all[i]->name, &in, NULL, &rc);
+			ck_assert_msg(rc == 0, "%s (%s): %s", all[i]->name,
 				      heap ? "heap" : "sampled",
 				      cp_strerror(rc));
 			ck_assert_msg(text && *text, "%s wrote nothing",
-				      all[i].name);
+				      all[i]->name);
 			free(text);
 		}
 		cp_profile_free(p);
@@ -643,10 +643,10 @@ START_TEST(unknown_format)
 	run = tu_cprof_run(RUN_TIMEOUT_MS, "--help", NULL);
 	ck_assert_int_eq(tu_run_exit_code(run), 0);
 	size_t n;
-	const struct cp_format *all = cp_formats(&n);
+	const struct cp_format *const *all = cp_formats(&n);
 	for (size_t i = 0; i < n; i++)
-		ck_assert_msg(strstr(run->out, all[i].description) != NULL,
-			      "--help does not describe %s", all[i].name);
+		ck_assert_msg(strstr(run->out, all[i]->description) != NULL,
+			      "--help does not describe %s", all[i]->name);
 }
 END_TEST
 

@@ -102,7 +102,7 @@ struct cp_format {
 
 /* The formats, in the order of their table (the order help lists them
  * in); *N set to their number.  Static.  */
-const struct cp_format *cp_formats(size_t *n);
+const struct cp_format *const *cp_formats(size_t *n);
 
 /* The format named NAME (exact, lower case), or NULL.  */
 const struct cp_format *cp_format_find(const char *name);

@@ -97,11 +97,11 @@ int run_diff(struct options *o)
 size_t convert_choices(struct choice *out)
 {
 	size_t n, k = 0;
-	const struct cp_format *f = cp_formats(&n);
+	const struct cp_format *const *f = cp_formats(&n);
 	for (size_t i = 0; i < n && k < MAX_CHOICES; i++)
-		if (f[i].write && cp_format_supports(&f[i], CP_FORMAT_SAMPLED))
-			out[k++] = (struct choice){f[i].name, f[i].suffixes,
-						   f[i].description};
+		if (f[i]->write && cp_format_supports(f[i], CP_FORMAT_SAMPLED))
+			out[k++] = (struct choice){f[i]->name, f[i]->suffixes,
+						   f[i]->description};
 	return k;
 }
 

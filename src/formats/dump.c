@@ -154,17 +154,45 @@ nomem:
 	return -CP_E_NOMEM;
 }
 
-int cp_format_dump_text_write(const struct cp_format_input *in,
+static int cp_format_dump_text_write(const struct cp_format_input *in,
 			      const struct cp_format_options *o,
 			      FILE *stream)
 {
 	return cp_write_dump_text(in->dump, o->folded.lines, stream);
 }
 
-int cp_format_dump_json_write(const struct cp_format_input *in,
+static int cp_format_dump_json_write(const struct cp_format_input *in,
 			      const struct cp_format_options *o,
 			      FILE *stream)
 {
 	(void)o;
 	return cp_write_dump_json(in->dump, stream);
 }
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_text = {
+	.name = "text",
+	.suffixes = { NULL },
+	.description = "the stacks as text, one block per thread (like eu-stack)",
+	.kinds = CP_FORMAT_DUMP,
+	.binary = false,
+	.dump_as_profile = false,
+	.write = cp_format_dump_text_write,
+	.begin = NULL,
+	.sample = NULL,
+	.end = NULL,
+};
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_json = {
+	.name = "json",
+	.suffixes = { NULL },
+	.description = "the stacks as one JSON document",
+	.kinds = CP_FORMAT_DUMP,
+	.binary = false,
+	.dump_as_profile = false,
+	.write = cp_format_dump_json_write,
+	.begin = NULL,
+	.sample = NULL,
+	.end = NULL,
+};

@@ -217,7 +217,7 @@ out:
 	return rc;
 }
 
-int cp_format_folded_write(const struct cp_format_input *in,
+static int cp_format_folded_write(const struct cp_format_input *in,
 			   const struct cp_format_options *o, FILE *stream)
 {
 	struct cp_folded_options fo = o->folded;
@@ -226,3 +226,17 @@ int cp_format_folded_write(const struct cp_format_input *in,
 		fo.threads = false;
 	return cp_write_folded(in->profile, &fo, stream);
 }
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_folded = {
+	.name = "folded",
+	.suffixes = { ".folded", NULL },
+	.description = "folded stacks, one line per stack (FlameGraph, speedscope, inferno)",
+	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
+	.binary = false,
+	.dump_as_profile = true,
+	.write = cp_format_folded_write,
+	.begin = NULL,
+	.sample = NULL,
+	.end = NULL,
+};

@@ -748,9 +748,23 @@ out:
 	return rc;
 }
 
-int cp_format_pprof_write(const struct cp_format_input *in,
+static int cp_format_pprof_write(const struct cp_format_input *in,
 			  const struct cp_format_options *o, FILE *stream)
 {
 	(void)o;
 	return cp_write_pprof(in->profile, stream);
 }
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_pprof = {
+	.name = "pprof",
+	.suffixes = { ".pb.gz", NULL },
+	.description = "gzipped profile.proto (go tool pprof), binary",
+	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
+	.binary = true,
+	.dump_as_profile = true,
+	.write = cp_format_pprof_write,
+	.begin = NULL,
+	.sample = NULL,
+	.end = NULL,
+};

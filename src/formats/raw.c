@@ -53,7 +53,7 @@ static int raw_new(const struct cp_format_input *in,
 	return 0;
 }
 
-int cp_format_raw_begin(const struct cp_format_input *in,
+static int cp_format_raw_begin(const struct cp_format_input *in,
 			const struct cp_format_options *o, FILE *stream,
 			void **state)
 {
@@ -78,7 +78,7 @@ int cp_format_raw_begin(const struct cp_format_input *in,
 	return 0;
 }
 
-int cp_format_trace_begin(const struct cp_format_input *in,
+static int cp_format_trace_begin(const struct cp_format_input *in,
 			  const struct cp_format_options *o, FILE *stream,
 			  void **state)
 {
@@ -132,7 +132,7 @@ static int timeline_sample(struct raw_recorder *r, uint64_t t_ns, pid_t tid,
 					   r->frames, n);
 }
 
-int cp_format_raw_sample(void *state, uint64_t t_ns, pid_t tid,
+static int cp_format_raw_sample(void *state, uint64_t t_ns, pid_t tid,
 			 uint32_t stack, uint64_t weight)
 {
 	struct raw_recorder *r = state;
@@ -166,7 +166,7 @@ int cp_format_raw_sample(void *state, uint64_t t_ns, pid_t tid,
 	return 0;
 }
 
-int cp_format_raw_end(void *state, bool write)
+static int cp_format_raw_end(void *state, bool write)
 {
 	struct raw_recorder *r = state;
 	int rc = 0;
@@ -322,3 +322,31 @@ int cp_format_raw_read(FILE *stream, const char *name,
 	*out = r.profile;
 	return 0;
 }
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_raw = {
+	.name = "raw",
+	.suffixes = { NULL },
+	.description = "every sample, timestamped, as taken (for cprof timeline)",
+	.kinds = CP_FORMAT_SAMPLED,
+	.binary = false,
+	.dump_as_profile = false,
+	.write = NULL,
+	.begin = cp_format_raw_begin,
+	.sample = cp_format_raw_sample,
+	.end = cp_format_raw_end,
+};
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_trace = {
+	.name = "trace",
+	.suffixes = { NULL },
+	.description = "Chrome trace events of function start/end (Perfetto, chrome://tracing)",
+	.kinds = CP_FORMAT_SAMPLED,
+	.binary = false,
+	.dump_as_profile = false,
+	.write = NULL,
+	.begin = cp_format_trace_begin,
+	.sample = cp_format_raw_sample,
+	.end = cp_format_raw_end,
+};

@@ -10,42 +10,23 @@
 #include "cprof/error.h"
 #include "formats/entries.h"
 
-#define ALL_KINDS (CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP)
 
-static const struct cp_format formats[] = {
-	{ "folded", { ".folded", NULL },
-	  "folded stacks, one line per stack (FlameGraph, speedscope, inferno)",
-	  ALL_KINDS, false, true, cp_format_folded_write, NULL, NULL, NULL },
-	{ "raw", { NULL },
-	  "every sample, timestamped, as taken (for cprof timeline)",
-	  CP_FORMAT_SAMPLED, false, false, NULL, cp_format_raw_begin,
-	  cp_format_raw_sample, cp_format_raw_end },
-	{ "trace", { NULL },
-	  "Chrome trace events of function start/end (Perfetto, chrome://tracing)",
-	  CP_FORMAT_SAMPLED, false, false, NULL, cp_format_trace_begin,
-	  cp_format_raw_sample, cp_format_raw_end },
-	{ "svg", { ".svg", NULL },
-	  "an interactive flame graph",
-	  ALL_KINDS, false, true, cp_format_svg_write, NULL, NULL, NULL },
-	{ "pprof", { ".pb.gz", NULL },
-	  "gzipped profile.proto (go tool pprof), binary",
-	  ALL_KINDS, true, true, cp_format_pprof_write, NULL, NULL, NULL },
-	{ "speedscope", { ".speedscope.json", NULL },
-	  "speedscope's JSON; samples in time order",
-	  ALL_KINDS, false, true, cp_format_speedscope_write,
-	  cp_format_speedscope_begin, cp_format_speedscope_sample,
-	  cp_format_speedscope_end },
-	{ "report", { NULL },
-	  "text: the top functions (with --heap: the heap's figures and top sites)",
-	  ALL_KINDS, false, true, cp_format_report_write, NULL, NULL, NULL },
-	{ "text", { NULL },
-	  "the stacks as text, one block per thread (like eu-stack)",
-	  CP_FORMAT_DUMP, false, false, cp_format_dump_text_write, NULL,
-	  NULL, NULL },
-	{ "json", { NULL },
-	  "the stacks as one JSON document",
-	  CP_FORMAT_DUMP, false, false, cp_format_dump_json_write, NULL,
-	  NULL, NULL },
+/* The output formats, in the order --help lists them.  A format is a
+ * file of src/formats/ defining `const struct cp_format cp_format_NAME`
+ * (its name, suffixes, the kinds it represents, its functions) and one
+ * X(NAME) here.  */
+#define CP_FORMAT_TABLE                                                    \
+	X(folded) X(raw) X(trace) X(svg) X(pprof) X(speedscope) X(report) \
+	X(text) X(json)
+
+#define X(name) extern const struct cp_format cp_format_##name;
+CP_FORMAT_TABLE
+#undef X
+
+static const struct cp_format *const formats[] = {
+#define X(name) &cp_format_##name,
+	CP_FORMAT_TABLE
+#undef X
 };
 
 #define NFORMATS (sizeof(formats) / sizeof(formats[0]))
@@ -61,7 +42,7 @@ static const struct cp_format_reader readers[] = {
 
 #define NREADERS (sizeof(readers) / sizeof(readers[0]))
 
-const struct cp_format *cp_formats(size_t *n)
+const struct cp_format *const *cp_formats(size_t *n)
 {
 	*n = NFORMATS;
 	return formats;
@@ -70,8 +51,8 @@ const struct cp_format *cp_formats(size_t *n)
 const struct cp_format *cp_format_find(const char *name)
 {
 	for (size_t i = 0; name && i < NFORMATS; i++)
-		if (strcmp(formats[i].name, name) == 0)
-			return &formats[i];
+		if (strcmp(formats[i]->name, name) == 0)
+			return formats[i];
 	return NULL;
 }
 
@@ -95,10 +76,10 @@ const struct cp_format *cp_format_for_path(const char *path)
 	const struct cp_format *found = NULL;
 	size_t best = 0;
 	for (size_t i = 0; path && i < NFORMATS; i++) {
-		size_t n = suffix_match(path, formats[i].suffixes);
+		size_t n = suffix_match(path, formats[i]->suffixes);
 		if (n > best) {
 			best = n;
-			found = &formats[i];
+			found = formats[i];
 		}
 	}
 	return found;
@@ -126,16 +107,16 @@ const char *cp_format_names(enum cp_format_kind kind, char *buf, size_t size)
 {
 	size_t n = 0, used = 0, total = 0;
 	for (size_t i = 0; i < NFORMATS; i++)
-		total += cp_format_supports(&formats[i], kind);
+		total += cp_format_supports(formats[i], kind);
 	if (size)
 		buf[0] = '\0';
 	for (size_t i = 0; i < NFORMATS && used < size; i++) {
-		if (!cp_format_supports(&formats[i], kind))
+		if (!cp_format_supports(formats[i], kind))
 			continue;
 		n++;
 		const char *sep = n == 1 ? "" : n == total ? " or " : ", ";
 		int w = snprintf(buf + used, size - used, "%s%s", sep,
-				 formats[i].name);
+				 formats[i]->name);
 		if (w < 0)
 			break;
 		used += (size_t)w;
@@ -147,7 +128,7 @@ int cp_format_help(enum cp_format_kind kind, int indent, int width,
 		   FILE *stream)
 {
 	for (size_t i = 0; i < NFORMATS; i++) {
-		const struct cp_format *f = &formats[i];
+		const struct cp_format *f = formats[i];
 		if (!cp_format_supports(f, kind))
 			continue;
 		if (fprintf(stream, "%*s%-*s %s\n", indent, "", width, f->name,

@@ -5,7 +5,7 @@
 #include "cprof/report.h"
 #include "formats/entries.h"
 
-int cp_format_report_write(const struct cp_format_input *in,
+static int cp_format_report_write(const struct cp_format_input *in,
 			   const struct cp_format_options *o, FILE *stream)
 {
 	if (in->kind == CP_FORMAT_HEAP && in->heap)
@@ -19,3 +19,17 @@ int cp_format_report_write(const struct cp_format_input *in,
 	};
 	return cp_report_write(in->profile, &ro, stream);
 }
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_report = {
+	.name = "report",
+	.suffixes = { NULL },
+	.description = "text: the top functions (with --heap: the heap's figures and top sites)",
+	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
+	.binary = false,
+	.dump_as_profile = true,
+	.write = cp_format_report_write,
+	.begin = NULL,
+	.sample = NULL,
+	.end = NULL,
+};

@@ -541,7 +541,7 @@ out:
 
 /* ---------------------------------------------------------- registry */
 
-int cp_format_speedscope_write(const struct cp_format_input *in,
+static int cp_format_speedscope_write(const struct cp_format_input *in,
 			       const struct cp_format_options *o, FILE *stream)
 {
 	const struct cp_profile_meta *meta = cp_profile_meta_const(in->profile);
@@ -559,7 +559,7 @@ struct speedscope_recorder {
 	bool lost;             /* a sample could not be logged */
 };
 
-int cp_format_speedscope_begin(const struct cp_format_input *in,
+static int cp_format_speedscope_begin(const struct cp_format_input *in,
 			       const struct cp_format_options *o, FILE *stream,
 			       void **state)
 {
@@ -573,7 +573,7 @@ int cp_format_speedscope_begin(const struct cp_format_input *in,
 	return 0;
 }
 
-int cp_format_speedscope_sample(void *state, uint64_t t_ns, pid_t tid,
+static int cp_format_speedscope_sample(void *state, uint64_t t_ns, pid_t tid,
 				uint32_t stack, uint64_t weight)
 {
 	(void)t_ns;
@@ -588,7 +588,7 @@ int cp_format_speedscope_sample(void *state, uint64_t t_ns, pid_t tid,
 	return 0;
 }
 
-int cp_format_speedscope_end(void *state, bool write)
+static int cp_format_speedscope_end(void *state, bool write)
 {
 	struct speedscope_recorder *r = state;
 	int rc = 0;
@@ -610,3 +610,17 @@ int cp_format_speedscope_end(void *state, bool write)
 	free(r);
 	return rc;
 }
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_speedscope = {
+	.name = "speedscope",
+	.suffixes = { ".speedscope.json", NULL },
+	.description = "speedscope's JSON; samples in time order",
+	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
+	.binary = false,
+	.dump_as_profile = true,
+	.write = cp_format_speedscope_write,
+	.begin = cp_format_speedscope_begin,
+	.sample = cp_format_speedscope_sample,
+	.end = cp_format_speedscope_end,
+};

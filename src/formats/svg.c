@@ -1380,8 +1380,22 @@ out:
 	return rc;
 }
 
-int cp_format_svg_write(const struct cp_format_input *in,
+static int cp_format_svg_write(const struct cp_format_input *in,
 			const struct cp_format_options *o, FILE *stream)
 {
 	return cp_write_svg(in->profile, &o->svg, stream);
 }
+
+/* The format's entry in the registry (src/formats/registry.c).  */
+const struct cp_format cp_format_svg = {
+	.name = "svg",
+	.suffixes = { ".svg", NULL },
+	.description = "an interactive flame graph",
+	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
+	.binary = false,
+	.dump_as_profile = true,
+	.write = cp_format_svg_write,
+	.begin = NULL,
+	.sample = NULL,
+	.end = NULL,
+};
