@@ -239,6 +239,15 @@ START_TEST(test_dlopen_dlclose)
 	ck_assert_msg(tu_proc_wait_line(fixture, "loaded", PLUGIN_TIMEOUT_MS),
 		      "plugin-host did not load the plugin (stdout: %s)",
 		      fixture->output);
+	/* A refresh (the unwinder's, for a pc it did not know) sees the
+	 * plugin but opens nothing: a capture is still due for it.  */
+	ck_assert_int_eq(cp_addrspace_refresh(as), 0);
+	const struct cp_addrspace_view *seen = cp_addrspace_view(as);
+	const struct cp_addrspace_module *unopened =
+		module_named(seen->modules, seen->nmodules, "/libplugin.so");
+	ck_assert_ptr_nonnull(unopened);
+	ck_assert(!cp_addrspace_captured(as, unopened->start));
+	cp_addrspace_view_release(seen);
 	ck_assert_int_eq(cp_addrspace_capture(as), 0);
 	const struct cp_addrspace_view *loaded = cp_addrspace_view(as);
 	ck_assert_uint_gt(loaded->generation, before->generation);
@@ -252,6 +261,12 @@ START_TEST(test_dlopen_dlclose)
 	ck_assert(plugin->executable);
 	ck_assert_ptr_nonnull(plugin->build_id);
 	ck_assert(cp_addrspace_has(as, plugin->start));
+	ck_assert(cp_addrspace_captured(as, plugin->start));
+	/* Memory no file backs needs no capture: the heap, say.  */
+	for (size_t i = 0; i < loaded->maps->count; i++)
+		if (strcmp(loaded->maps->maps[i].path, "[heap]") == 0)
+			ck_assert(cp_addrspace_captured(
+				as, loaded->maps->maps[i].start));
 	/* Shared with the view before: the modules that did not change.  */
 	const struct cp_addrspace_module *exe_before =
 		module_named(before->modules, before->nmodules, "/plugin-host");

@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/procfs.h"
 #include "cprof/symbols.h"
 #include "testutil.h"
@@ -1801,7 +1802,14 @@ START_TEST(test_capture_after_exit)
 		      "host_work at %#" PRIx64 ", plugin_inner at %#" PRIx64
 		      ": not both found in the fixture's mappings",
 		      host_work, plugin_inner);
+	/* A refresh of the mappings that is no capture (the unwinder's, for
+	 * a pc it did not know) sees the plugin but keeps nothing of it: a
+	 * capture is still due.  */
+	ck_assert_int_eq(cp_addrspace_refresh(cp_symbols_addrspace(symbols)),
+			 0);
+	ck_assert(!cp_symbols_capture_has(symbols, plugin_inner));
 	ck_assert_int_eq(cp_symbols_capture(symbols), 0);
+	ck_assert(cp_symbols_capture_has(symbols, plugin_inner));
 	/* A second capture of the same modules changes nothing.  */
 	ck_assert_int_eq(cp_symbols_capture(symbols), 0);
 	tu_proc_kill(fixture);

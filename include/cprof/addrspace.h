@@ -106,6 +106,13 @@ int cp_addrspace_module_open(const struct cp_addrspace_module *mod);
  * /proc/PID/map_files went with it.  Returns as cp_addrspace_refresh.  */
 int cp_addrspace_capture(struct cp_addrspace *as);
 
+/* Was ADDRESS taken care of by a capture: in a module of the current
+ * view whose file was opened (by a capture or a lookup), or in another
+ * mapping of it (JIT code has no file to keep)?  When not, a capture is
+ * due (a library loaded since, which an unload may take away before its
+ * names are looked up).  */
+bool cp_addrspace_captured(struct cp_addrspace *as, uint64_t address);
+
 /* Take TEXT (LEN bytes in the format of /proc/PID/maps) as the mappings,
  * as if a refresh had read them (STABLE: two reads agreed), by the same
  * rules: for recorded inputs and tests.  Returns 0, -CP_E_PARSE or
@@ -134,9 +141,8 @@ const struct cp_addrspace_module *
 cp_addrspace_view_module(const struct cp_addrspace_view *view,
 			 uint64_t address);
 
-/* Is ADDRESS mapped in the current view, in a module whose file was
- * opened (or tried: cp_addrspace_module_open)?  When it is not, a
- * capture is due.  */
+/* Is ADDRESS mapped in the current view?  (Whether a capture took care
+ * of it: cp_addrspace_captured.)  */
 bool cp_addrspace_has(struct cp_addrspace *as, uint64_t address);
 
 /* What cp_addrspace_find_symbols looks for.  */

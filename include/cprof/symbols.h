@@ -101,9 +101,10 @@ void cp_symbols_refresh(struct cp_symbols *symbols);
  * -CP_E_SYS.  */
 int cp_symbols_capture(struct cp_symbols *symbols);
 
-/* Was ADDRESS mapped at the last refresh of the address space?  When it
- * was not, a new capture is due (a library loaded since).  Thread-safe
- * likewise.  */
+/* Was ADDRESS taken care of by a capture (cp_addrspace_captured)?  When
+ * it was not, a new capture is due (a library loaded since: another
+ * refresh, the unwinder's, may have seen it, but not opened its file).
+ * Thread-safe likewise.  */
 bool cp_symbols_capture_has(struct cp_symbols *symbols, uint64_t address);
 
 /* A number that changes whenever the set of known modules changed (a

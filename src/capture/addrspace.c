@@ -292,14 +292,6 @@ bool cp_addrspace_has(struct cp_addrspace *as, uint64_t address)
 {
 	const struct cp_addrspace_view *v = cp_addrspace_view(as);
 	bool has = cp_maps_find(v->maps, address) != NULL;
-	/* Mapped, and its module's file opened (or tried): a refresh made
-	 * by someone else (the unwinder meeting a pc in no mapping) knows
-	 * the mapping but opened nothing, and a module unloaded before its
-	 * file was open cannot name anything afterwards.  */
-	const struct cp_addrspace_module *mod =
-		has ? cp_addrspace_view_module(v, address) : NULL;
-	if (mod && !atomic_load(&((const struct module *)mod)->open_tried))
-		has = false;
 	cp_addrspace_view_release(v);
 	return has;
 }
@@ -586,6 +578,21 @@ int cp_addrspace_refresh(struct cp_addrspace *as)
 	int rc = refresh_locked(as, atomic_load(&as->epoch));
 	pthread_mutex_unlock(&as->refresh_lock);
 	return rc;
+}
+
+bool cp_addrspace_captured(struct cp_addrspace *as, uint64_t address)
+{
+	/* A refresh made by someone else (the unwinder meeting a pc in no
+	 * mapping) knows the mapping but opened nothing, and a module
+	 * unloaded before its file was open cannot name anything
+	 * afterwards.  */
+	const struct cp_addrspace_view *v = cp_addrspace_view(as);
+	struct module *m =
+		(struct module *)cp_addrspace_view_module(v, address);
+	bool captured = m ? atomic_load(&m->open_tried)
+			  : cp_maps_find(v->maps, address) != NULL;
+	cp_addrspace_view_release(v);
+	return captured;
 }
 
 int cp_addrspace_capture(struct cp_addrspace *as)

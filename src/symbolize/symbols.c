@@ -1155,5 +1155,5 @@ struct cp_addrspace *cp_symbols_addrspace(const struct cp_symbols *s)
 
 bool cp_symbols_capture_has(struct cp_symbols *s, uint64_t address)
 {
-	return cp_addrspace_has(s->space, address);
+	return cp_addrspace_captured(s->space, address);
 }
