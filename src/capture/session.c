@@ -370,7 +370,6 @@ int cp_session_reset(struct cp_session *s)
 	if (!fresh)
 		return -CP_E_NOMEM;
 	if (s->sampler) {
-		struct cp_profile *old = s->profile;
 		if (cp_sampler_swap(s->sampler, fresh) < 0) {
 			cp_profile_free(fresh);
 			return -CP_E_BUSY;
@@ -379,10 +378,9 @@ int cp_session_reset(struct cp_session *s)
 		describe(s, fresh);
 		s->run_start_ns = monotonic_ns();
 		s->sampled_ns = 0;
-		/* Its names are of no interest: dropped once in.  */
-		struct cp_profile *done = cp_sampler_retired(s->sampler, true);
-		cp_profile_free(done ? done : NULL);
-		(void)old;
+		/* The old profile is dropped, but only once the symbolizer
+		 * thread is done with it (it names into it until then).  */
+		cp_profile_free(cp_sampler_retired(s->sampler, true));
 		return 0;
 	}
 	cp_profile_free(s->profile);
