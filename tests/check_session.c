@@ -229,8 +229,8 @@ START_TEST(sample_take_sample_dump_heap_detach)
 }
 END_TEST
 
-/* A session that ends while sampling (cp_session_free without a detach)
- * lets the target go.  */
+/* A reset while sampling, then a session that ends while sampling
+ * (cp_session_free without a detach): the target is let go.  */
 START_TEST(free_while_sampling_detaches)
 {
 	struct tu_proc *fx = tu_fixture_start("chain-O0", "60", NULL);
@@ -242,6 +242,11 @@ START_TEST(free_while_sampling_detaches)
 	struct cp_sampler_options so = {.frequency = 499, .max_depth = 32};
 	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
 	sample_for(s, 0.2);
+	/* A reset while sampling: an empty profile, filled again.  */
+	ck_assert_int_eq(cp_session_reset(s), 0);
+	ck_assert_ptr_nonnull(cp_session_profile(s));
+	sample_for(s, 0.3);
+	ck_assert_uint_gt(cp_profile_total(cp_session_profile(s)), 0);
 	cp_session_free(s);
 	ck_assert_int_eq(tu_traced_tasks(fx->pid), 0);
 	ck_assert(tu_proc_state(fx->pid) != 'Z');
