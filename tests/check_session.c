@@ -245,6 +245,7 @@ START_TEST(free_while_sampling_detaches)
 	/* A reset while sampling: an empty profile, filled again.  */
 	ck_assert_int_eq(cp_session_reset(s), 0);
 	ck_assert_ptr_nonnull(cp_session_profile(s));
+	ck_assert_uint_eq(cp_profile_total(cp_session_profile(s)), 0);
 	sample_for(s, 0.3);
 	ck_assert_uint_gt(cp_profile_total(cp_session_profile(s)), 0);
 	cp_session_free(s);
