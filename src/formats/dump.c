@@ -154,16 +154,16 @@ nomem:
 	return -CP_E_NOMEM;
 }
 
-static int cp_format_dump_text_write(const struct cp_format_input *in,
-			      const struct cp_format_options *o,
-			      FILE *stream)
+static int format_dump_text_write(const struct cp_format_input *in,
+				  const struct cp_format_options *o,
+				  FILE *stream)
 {
 	return cp_write_dump_text(in->dump, o->folded.lines, stream);
 }
 
-static int cp_format_dump_json_write(const struct cp_format_input *in,
-			      const struct cp_format_options *o,
-			      FILE *stream)
+static int format_dump_json_write(const struct cp_format_input *in,
+				  const struct cp_format_options *o,
+				  FILE *stream)
 {
 	(void)o;
 	return cp_write_dump_json(in->dump, stream);
@@ -177,7 +177,7 @@ const struct cp_format cp_format_text = {
 	.kinds = CP_FORMAT_DUMP,
 	.binary = false,
 	.dump_as_profile = false,
-	.write = cp_format_dump_text_write,
+	.write = format_dump_text_write,
 	.begin = NULL,
 	.sample = NULL,
 	.end = NULL,
@@ -191,7 +191,7 @@ const struct cp_format cp_format_json = {
 	.kinds = CP_FORMAT_DUMP,
 	.binary = false,
 	.dump_as_profile = false,
-	.write = cp_format_dump_json_write,
+	.write = format_dump_json_write,
 	.begin = NULL,
 	.sample = NULL,
 	.end = NULL,

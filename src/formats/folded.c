@@ -217,8 +217,8 @@ out:
 	return rc;
 }
 
-static int cp_format_folded_write(const struct cp_format_input *in,
-			   const struct cp_format_options *o, FILE *stream)
+static int format_folded_write(const struct cp_format_input *in,
+			       const struct cp_format_options *o, FILE *stream)
 {
 	struct cp_folded_options fo = o->folded;
 	/* A heap site is not a thread's.  */
@@ -235,7 +235,7 @@ const struct cp_format cp_format_folded = {
 	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
 	.binary = false,
 	.dump_as_profile = true,
-	.write = cp_format_folded_write,
+	.write = format_folded_write,
 	.begin = NULL,
 	.sample = NULL,
 	.end = NULL,

@@ -748,8 +748,8 @@ out:
 	return rc;
 }
 
-static int cp_format_pprof_write(const struct cp_format_input *in,
-			  const struct cp_format_options *o, FILE *stream)
+static int format_pprof_write(const struct cp_format_input *in,
+			      const struct cp_format_options *o, FILE *stream)
 {
 	(void)o;
 	return cp_write_pprof(in->profile, stream);
@@ -763,7 +763,7 @@ const struct cp_format cp_format_pprof = {
 	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
 	.binary = true,
 	.dump_as_profile = true,
-	.write = cp_format_pprof_write,
+	.write = format_pprof_write,
 	.begin = NULL,
 	.sample = NULL,
 	.end = NULL,

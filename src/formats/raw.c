@@ -53,9 +53,9 @@ static int raw_new(const struct cp_format_input *in,
 	return 0;
 }
 
-static int cp_format_raw_begin(const struct cp_format_input *in,
-			const struct cp_format_options *o, FILE *stream,
-			void **state)
+static int format_raw_begin(const struct cp_format_input *in,
+			    const struct cp_format_options *o, FILE *stream,
+			    void **state)
 {
 	struct raw_recorder *r;
 	int rc = raw_new(in, o, stream, &r);
@@ -78,9 +78,9 @@ static int cp_format_raw_begin(const struct cp_format_input *in,
 	return 0;
 }
 
-static int cp_format_trace_begin(const struct cp_format_input *in,
-			  const struct cp_format_options *o, FILE *stream,
-			  void **state)
+static int format_trace_begin(const struct cp_format_input *in,
+			      const struct cp_format_options *o, FILE *stream,
+			      void **state)
 {
 	struct raw_recorder *r;
 	int rc = raw_new(in, o, stream, &r);
@@ -132,8 +132,8 @@ static int timeline_sample(struct raw_recorder *r, uint64_t t_ns, pid_t tid,
 					   r->frames, n);
 }
 
-static int cp_format_raw_sample(void *state, uint64_t t_ns, pid_t tid,
-			 uint32_t stack, uint64_t weight)
+static int format_raw_sample(void *state, uint64_t t_ns, pid_t tid,
+			     uint32_t stack, uint64_t weight)
 {
 	struct raw_recorder *r = state;
 	bool named = false;
@@ -166,7 +166,7 @@ static int cp_format_raw_sample(void *state, uint64_t t_ns, pid_t tid,
 	return 0;
 }
 
-static int cp_format_raw_end(void *state, bool write)
+static int format_raw_end(void *state, bool write)
 {
 	struct raw_recorder *r = state;
 	int rc = 0;
@@ -332,9 +332,9 @@ const struct cp_format cp_format_raw = {
 	.binary = false,
 	.dump_as_profile = false,
 	.write = NULL,
-	.begin = cp_format_raw_begin,
-	.sample = cp_format_raw_sample,
-	.end = cp_format_raw_end,
+	.begin = format_raw_begin,
+	.sample = format_raw_sample,
+	.end = format_raw_end,
 };
 
 /* The format's entry in the registry (src/formats/registry.c).  */
@@ -346,7 +346,7 @@ const struct cp_format cp_format_trace = {
 	.binary = false,
 	.dump_as_profile = false,
 	.write = NULL,
-	.begin = cp_format_trace_begin,
-	.sample = cp_format_raw_sample,
-	.end = cp_format_raw_end,
+	.begin = format_trace_begin,
+	.sample = format_raw_sample,
+	.end = format_raw_end,
 };

@@ -5,8 +5,8 @@
 #include "cprof/report.h"
 #include "formats/entries.h"
 
-static int cp_format_report_write(const struct cp_format_input *in,
-			   const struct cp_format_options *o, FILE *stream)
+static int format_report_write(const struct cp_format_input *in,
+			       const struct cp_format_options *o, FILE *stream)
 {
 	if (in->kind == CP_FORMAT_HEAP && in->heap)
 		return cp_heap_write_report(in->heap, in->profile,
@@ -28,7 +28,7 @@ const struct cp_format cp_format_report = {
 	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
 	.binary = false,
 	.dump_as_profile = true,
-	.write = cp_format_report_write,
+	.write = format_report_write,
 	.begin = NULL,
 	.sample = NULL,
 	.end = NULL,

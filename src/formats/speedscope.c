@@ -541,8 +541,9 @@ out:
 
 /* ---------------------------------------------------------- registry */
 
-static int cp_format_speedscope_write(const struct cp_format_input *in,
-			       const struct cp_format_options *o, FILE *stream)
+static int format_speedscope_write(const struct cp_format_input *in,
+				   const struct cp_format_options *o,
+				   FILE *stream)
 {
 	const struct cp_profile_meta *meta = cp_profile_meta_const(in->profile);
 	return cp_write_speedscope(in->profile, o->name ? o->name : meta->target,
@@ -559,9 +560,9 @@ struct speedscope_recorder {
 	bool lost;             /* a sample could not be logged */
 };
 
-static int cp_format_speedscope_begin(const struct cp_format_input *in,
-			       const struct cp_format_options *o, FILE *stream,
-			       void **state)
+static int format_speedscope_begin(const struct cp_format_input *in,
+				   const struct cp_format_options *o,
+				   FILE *stream, void **state)
 {
 	struct speedscope_recorder *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -573,8 +574,8 @@ static int cp_format_speedscope_begin(const struct cp_format_input *in,
 	return 0;
 }
 
-static int cp_format_speedscope_sample(void *state, uint64_t t_ns, pid_t tid,
-				uint32_t stack, uint64_t weight)
+static int format_speedscope_sample(void *state, uint64_t t_ns, pid_t tid,
+				    uint32_t stack, uint64_t weight)
 {
 	(void)t_ns;
 	struct speedscope_recorder *r = state;
@@ -588,7 +589,7 @@ static int cp_format_speedscope_sample(void *state, uint64_t t_ns, pid_t tid,
 	return 0;
 }
 
-static int cp_format_speedscope_end(void *state, bool write)
+static int format_speedscope_end(void *state, bool write)
 {
 	struct speedscope_recorder *r = state;
 	int rc = 0;
@@ -603,7 +604,7 @@ static int cp_format_speedscope_end(void *state, bool write)
 		if (r->lost && r->options.warn)
 			r->options.warn(r->options.warn_arg,
 					"out of memory for the samples in time order: the speedscope file has each thread's stacks aggregated");
-		rc = cp_format_speedscope_write(&r->in, &r->options,
+		rc = format_speedscope_write(&r->in, &r->options,
 						r->stream);
 	}
 	cp_speedscope_log_free(r->log);
@@ -619,8 +620,8 @@ const struct cp_format cp_format_speedscope = {
 	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
 	.binary = false,
 	.dump_as_profile = true,
-	.write = cp_format_speedscope_write,
-	.begin = cp_format_speedscope_begin,
-	.sample = cp_format_speedscope_sample,
-	.end = cp_format_speedscope_end,
+	.write = format_speedscope_write,
+	.begin = format_speedscope_begin,
+	.sample = format_speedscope_sample,
+	.end = format_speedscope_end,
 };

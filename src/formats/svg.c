@@ -1380,8 +1380,8 @@ out:
 	return rc;
 }
 
-static int cp_format_svg_write(const struct cp_format_input *in,
-			const struct cp_format_options *o, FILE *stream)
+static int format_svg_write(const struct cp_format_input *in,
+			    const struct cp_format_options *o, FILE *stream)
 {
 	return cp_write_svg(in->profile, &o->svg, stream);
 }
@@ -1394,7 +1394,7 @@ const struct cp_format cp_format_svg = {
 	.kinds = CP_FORMAT_SAMPLED | CP_FORMAT_HEAP | CP_FORMAT_DUMP,
 	.binary = false,
 	.dump_as_profile = true,
-	.write = cp_format_svg_write,
+	.write = format_svg_write,
 	.begin = NULL,
 	.sample = NULL,
 	.end = NULL,
