@@ -16,21 +16,12 @@
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "symbolize/resolver.h"
+#include "util/grow.h"
 
+/* A zeroed array grown by doubling from 16 elements.  */
 static bool grow(void **items, size_t size, size_t need, size_t *cap)
 {
-	if (need <= *cap)
-		return true;
-	size_t n = *cap ? *cap : 16;
-	while (n < need)
-		n *= 2;
-	void *p = realloc(*items, n * size);
-	if (!p)
-		return false;
-	memset((char *)p + *cap * size, 0, (n - *cap) * size);
-	*items = p;
-	*cap = n;
-	return true;
+	return cp_grow_zeroed(items, cap, need, size, 16);
 }
 
 static struct tstate *tstate(struct cp_heap *h, pid_t tid, bool create)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cprof/error.h"
+#include "util/grow.h"
 
 #define TIMELINE_SPANS 1024           /* spans of the timeline at most */
 #define FIRST_SPAN_NS 1000000ull      /* 1 ms each, doubled when full */
@@ -63,20 +64,10 @@ int cp_heap_metric_parse(const char *name)
 	return -1;
 }
 
+/* A zeroed array grown by doubling from 16 elements.  */
 static bool grow(void **items, size_t size, size_t need, size_t *cap)
 {
-	if (need <= *cap)
-		return true;
-	size_t n = *cap ? *cap : 16;
-	while (n < need)
-		n *= 2;
-	void *p = realloc(*items, n * size);
-	if (!p)
-		return false;
-	memset((char *)p + *cap * size, 0, (n - *cap) * size);
-	*items = p;
-	*cap = n;
-	return true;
+	return cp_grow_zeroed(items, cap, need, size, 16);
 }
 
 struct cp_heaptable *cp_heaptable_new(void)
