@@ -8,6 +8,8 @@ packages=(
 	libunwind-dev libelf-dev libdw-dev   # unwinding and symbols
 	libiberty-dev                  # C++ and Rust demangling
 	libprotobuf-c-dev protobuf-c-compiler zlib1g-dev   # pprof output
+	libreadline-dev libncurses-dev # cprof-attach's console and live view
+	tmux                           # tests: drive the console and the live view
 	golang-go python3              # tests: go tool pprof reads our files; JSON checks
 	chromium fonts-dejavu-core     # tests: the SVG flame graph in a real browser
 	# Node.js >= 20 with npm comes with the machine image (NodeSource); the

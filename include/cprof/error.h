@@ -24,7 +24,9 @@
 	CP_ERROR(INVAL, "invalid argument")                                \
 	CP_ERROR(NOTLEADER, "a thread, not a process")                    \
 	CP_ERROR(NOALLOC, "no allocator entry points found")              \
-	CP_ERROR(BUSY, "busy: sampling or heap tracing is on")
+	CP_ERROR(BUSY, "busy: sampling or heap tracing is on")            \
+	CP_ERROR(NOSYM, "no such function or source line in the target")  \
+	CP_ERROR(NOTHELD, "no thread is held at a breakpoint")
 
 enum cp_error {
 #define CP_ERROR(name, msg) CP_E_##name,

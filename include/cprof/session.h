@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/user.h>
 
 #include "cprof/dump.h"
 #include "cprof/heap.h"
@@ -123,6 +124,7 @@ enum cp_session_end {
 	CP_SESSION_STOPPED,   /* *STOP was set */
 	CP_SESSION_EXITED,    /* every thread of the target exited */
 	CP_SESSION_EXEC,      /* heap tracing: the target called execve */
+	CP_SESSION_BREAK,     /* cp_session_wait: a breakpoint was hit */
 };
 
 /* Sample until UNTIL_NS (CLOCK_MONOTONIC ns; 0: no deadline), *STOP is
@@ -211,6 +213,145 @@ void cp_session_heap_resolve(struct cp_session *session);
  * cp_session_heap_profile.  */
 struct cp_heap *cp_session_heap(struct cp_session *session);
 struct cp_profile *cp_session_heap_profile(struct cp_session *session);
+
+/* --------------------------------------------------------- breakpoints
+ *
+ * Breakpoints are triggers for the caller: an int3 at a function's first
+ * instruction (after its prologue when DWARF says where the body begins,
+ * as a debugger does) or at the first address of a source line, passed
+ * with the displaced-instruction machinery heap tracing uses (emulated,
+ * else stepped with every thread held).  A thread that reaches an enabled
+ * breakpoint while the caller waits in cp_session_wait is held there and
+ * reported; reached at any other time (during cp_session_sample_run,
+ * heap_run, or between calls) the hit is counted and the thread goes on
+ * at once.  Breakpoints live on through sampling and heap tracing (both
+ * may be on), are taken out of fork children, are dropped at an exec (the
+ * image they were in is gone; cp_session_breaks shows them pending), and
+ * every byte is restored at cp_session_break_delete, detach and free.  */
+
+struct cp_session_break {
+	int id;                /* 1, 2, ... in order of insertion, never
+				* reused */
+	char location[256];    /* as given: "FUNC" or "FILE:LINE" */
+	char function[256];    /* the function it is in */
+	char file[256];        /* its source file ("" when unknown) */
+	unsigned line;         /* its source line (0 when unknown) */
+	char module[256];      /* the file of the module it is in */
+	uint64_t addr;         /* where the int3 is; 0: pending (exec) */
+	bool temporary;        /* deleted after its first reported hit */
+	bool enabled;
+	uint64_t hits;         /* times a thread reached it while enabled */
+	uint64_t passed;       /* of those, hits nobody waited for */
+};
+
+/* Set a breakpoint at LOCATION: a function name ("handle_request", a
+ * C++ or Rust name as cprof prints it, or a mangled one), or
+ * "FILE:LINE" (FILE matched against the end of the source file names of
+ * the debug information).  *ID (may be NULL) gets its number.  Returns
+ * 0, -CP_E_NOSYM (nothing there), -CP_E_GONE (nothing attached),
+ * -CP_E_INVAL (a breakpoint of someone else is there already: an int3 in
+ * the code), or -CP_E_SYS.  */
+int cp_session_break_insert(struct cp_session *session,
+			    const char *location, bool temporary, int *id);
+
+/* Take breakpoint ID out (its byte restored).  Returns 0 or -CP_E_INVAL
+ * (no such breakpoint).  */
+int cp_session_break_delete(struct cp_session *session, int id);
+
+/* Disable (the byte restored; hits no longer counted) or enable
+ * breakpoint ID.  Returns 0 or -CP_E_INVAL.  */
+int cp_session_break_enable(struct cp_session *session, int id,
+			    bool enabled);
+
+/* The breakpoints, in order of ID; borrowed until the next breakpoint
+ * call.  */
+const struct cp_session_break *cp_session_breaks(
+	const struct cp_session *session, size_t *count);
+
+/* A thread held at a breakpoint.  */
+struct cp_session_hit {
+	int id;                /* the breakpoint */
+	pid_t tid;             /* the thread held there */
+	uint64_t pc;           /* the breakpoint's address */
+};
+
+/* Wait until a thread reaches an enabled breakpoint (*END is
+ * CP_SESSION_BREAK, *HIT says which, the thread is held until
+ * cp_session_continue), UNTIL_NS comes (0: no deadline), *STOP is set, or
+ * the target exits.  Sampling and heap tracing, when on, go on while it
+ * waits.  A temporary breakpoint is deleted when its hit is reported.
+ * Returns 0, -CP_E_GONE (nothing attached) or another -CP_E_* code.  */
+int cp_session_wait(struct cp_session *session, uint64_t until_ns,
+		    volatile sig_atomic_t *stop, enum cp_session_end *end,
+		    struct cp_session_hit *hit);
+
+/* The held thread (the last hit reported by cp_session_wait, until
+ * cp_session_continue), or NULL.  */
+const struct cp_session_hit *cp_session_held(const struct cp_session *session);
+
+/* Registers of the held thread as they are at the breakpoint (its pc is
+ * the breakpoint's address).  Returns 0 or -CP_E_NOTHELD.  */
+int cp_session_held_regs(struct cp_session *session,
+			 struct user_regs_struct *regs);
+
+/* The stack of thread TID (0: the held thread) into *OUT, one thread in
+ * the dump's format (free with cp_dump_free): the held thread is
+ * unwound where it is held; another thread is stopped for the moment of
+ * its copy.  Up to MAX_DEPTH frames.  Works while sampling or heap
+ * tracing is on.  Returns 0, -CP_E_NOTHELD (TID 0 and no thread held),
+ * -CP_E_INVAL (no such thread) or another -CP_E_* code.  */
+int cp_session_backtrace(struct cp_session *session, pid_t tid,
+			 size_t max_depth, struct cp_dump **out);
+
+/* Let the held thread go on past its breakpoint.  Returns 0 or
+ * -CP_E_NOTHELD.  */
+int cp_session_continue(struct cp_session *session);
+
+/* ------------------------------------------------- profile a function */
+
+/* Like cp_session_sample_start, but a thread is sampled only while it is
+ * inside FUNCTION (named as for cp_session_break_insert): a breakpoint at
+ * its entry marks the thread in, its return (caught as heap tracing
+ * catches returns: the return address on the stack replaced for the
+ * outermost call) marks it out; nested and recursive calls count once.
+ * cp_session_sample_run and cp_session_sample_stop as for sampling; the
+ * stop takes the breakpoint out and gives every thread inside its real
+ * return address back.  Returns 0, -CP_E_NOSYM, -CP_E_BUSY or another
+ * -CP_E_* code.  */
+int cp_session_sample_start_in(struct cp_session *session,
+			       const char *function,
+			       const struct cp_sampler_options *options);
+
+/* Counters of the function being profiled (zero otherwise).  */
+struct cp_session_in_stats {
+	uint64_t entries;      /* outermost calls entered */
+	uint64_t returns;      /* and returned through us */
+	uint64_t inside_ns;    /* CPU time of the calls returned, by the
+				* threads' own clocks (schedstat) */
+};
+void cp_session_in_stats(const struct cp_session *session,
+			 struct cp_session_in_stats *stats);
+
+/* ---------------------------------------------------------- inspection */
+
+/* Call FN for the name of every function symbol in the target's modules
+ * that begins with PREFIX (tab completion of "break FU<TAB>"); names come
+ * as cprof prints them (demangled unless no_demangle), each once.  FN
+ * returns false to stop.  Returns how many names were passed, or a
+ * -CP_E_* code.  */
+long cp_session_functions(struct cp_session *session, const char *prefix,
+			  bool (*fn)(void *arg, const char *name), void *arg);
+
+/* The target's address space (modules for "info sharedlibrary"); NULL
+ * when nothing is attached.  Borrowed.  */
+struct cp_addrspace *cp_session_addrspace(struct cp_session *session);
+
+/* When the session attached (CLOCK_MONOTONIC ns; 0: nothing attached),
+ * and the CPU time cprof spent on this session's target since then: the
+ * calling process's CPU time (every thread: sampling, symbolizing)
+ * accumulated while attached, in ns.  */
+uint64_t cp_session_attached_ns(const struct cp_session *session);
+uint64_t cp_session_cpu_ns(const struct cp_session *session);
 
 /* -------------------------------------------------------------- detach */
 
