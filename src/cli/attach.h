@@ -43,6 +43,16 @@ struct options {
 	size_t top;
 	pid_t pid;
 	char **command;
+	/* Scripting (attach_script.c): -x FILE and -ex COMMAND in the
+	 * order given ('x' or 'e' and the text), --batch, --json.  */
+	struct script_item {
+		char kind;
+		const char *text;
+	} *script_items;
+	size_t n_script_items;
+	bool batch, json;
+	bool script;            /* run the command language: a script was
+				 * given, or no PID and no COMMAND */
 };
 
 
@@ -80,6 +90,12 @@ int start(const struct options *o, struct cp_session *session);
  * status as our exit code (or 125 when we failed: EXIT_CODE not 0).
  * Otherwise EXIT_CODE.  */
 int finish_launch(const struct options *o, int exit_code);
+
+/* Scripting: run O's -x files and -ex commands over SESSION (attached
+ * to O's PID or COMMAND first, when given), then unless --batch the
+ * console (a terminal) or the commands on standard input.  Returns the
+ * exit status: the last command's, 1 at the first error.  */
+int run_script(const struct options *o, struct cp_session *session);
 
 /* ------------------------------------------------------------ signals */
 

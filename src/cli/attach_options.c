@@ -41,11 +41,13 @@ static const char usage_text[] =
 	"Usage: cprof-attach [OPTIONS] PID [OPTIONS]\n"
 	"       cprof-attach [OPTIONS] -- COMMAND [ARG...]\n"
 	"       cprof-attach --heap [OPTIONS] PID | -- COMMAND [ARG...]\n"
+	"       cprof-attach [-p PID] [-x FILE]... [-ex COMMAND]... [--batch] [--json]\n"
 	"Sample the CPU stacks of a running program from outside, with ptrace;\n"
 	"with --heap, trace its allocations instead.\n"
 	"\n"
 	"  -p, --pid PID            the process to profile (or give PID as an operand)\n"
-	"  -d, --duration SECONDS   stop after SECONDS (decimals allowed); default:\n"
+	"  -d, --duration DURATION  stop after DURATION: seconds (decimals allowed) or\n"
+	"                           with a unit, 500ms, 30s, 2m; default:\n"
 	"                           until Ctrl-C or the target exits\n"
 	"  -F, --frequency HZ       samples per second per thread, 1..10000 (default 99)\n"
 	"  -o, --output FILE        where to write the profile (default: standard output)\n"
@@ -74,6 +76,13 @@ static const char usage_text[] =
 	"      --heap-metric METRIC live-bytes (default), alloc-bytes, live-count or\n"
 	"                           alloc-count: the weight of a stack in folded and svg\n"
 	"      --top N              sites listed per table of the heap report (default 10)\n"
+	"  -x FILE                  run the commands in FILE (repeatable; see SCRIPTING\n"
+	"                           in cprof-attach(1))\n"
+	"  -ex, --eval-command CMD  run the command CMD (repeatable; with -x, in the\n"
+	"                           order given)\n"
+	"      --batch              exit after the commands (status: the last one's,\n"
+	"                           1 at the first error); without it, the console\n"
+	"      --json               each command's result as one JSON line on stdout\n"
 	"  -q, --quiet              no progress line and no summary\n"
 	"  -v, --verbose            more detail on stderr\n"
 	"  -h, --help               show this help\n"
@@ -140,7 +149,8 @@ void parse_options(int argc, char **argv, struct options *o)
 	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,
 	       OPT_UNWIND, OPT_DUMP, OPT_DEBUGINFO_DIR, OPT_NO_DEBUGINFOD,
 	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES, OPT_MIN_SAMPLES,
-	       OPT_HEAP, OPT_HEAP_METRIC, OPT_TOP };
+	       OPT_HEAP, OPT_HEAP_METRIC, OPT_TOP, OPT_EVAL, OPT_BATCH,
+	       OPT_JSON };
 	static const struct option longopts[] = {
 		{"pid", required_argument, NULL, 'p'},
 		{"duration", required_argument, NULL, 'd'},
@@ -162,6 +172,9 @@ void parse_options(int argc, char **argv, struct options *o)
 		{"heap", no_argument, NULL, OPT_HEAP},
 		{"heap-metric", required_argument, NULL, OPT_HEAP_METRIC},
 		{"top", required_argument, NULL, OPT_TOP},
+		{"eval-command", required_argument, NULL, OPT_EVAL},
+		{"batch", no_argument, NULL, OPT_BATCH},
+		{"json", no_argument, NULL, OPT_JSON},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -179,7 +192,16 @@ void parse_options(int argc, char **argv, struct options *o)
 	 * follow the PID (perf, py-spy, eu-stack); only "--" ends the
 	 * options, and what follows it is the COMMAND, untouched.  */
 	const char *pid_text = NULL;
-	while ((c = getopt_long(argc, argv, "-:d:F:o:p:t:qvhV", longopts,
+	/* gdb's single-dash long options: -ex, -batch (before "--": what
+	 * follows is the COMMAND's).  */
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "-ex") == 0)
+			argv[i] = "--eval-command";
+		else if (strcmp(argv[i], "-batch") == 0)
+			argv[i] = "--batch";
+	}
+	bool mode_given = false;
+	while ((c = getopt_long(argc, argv, "-:d:F:o:p:t:x:qvhV", longopts,
 				NULL)) != -1) {
 		switch (c) {
 		case 1:
@@ -190,16 +212,35 @@ void parse_options(int argc, char **argv, struct options *o)
 			pid_text = optarg;
 			break;
 		case 'd': {
-			char *end;
-			errno = 0;
-			double d = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !isfinite(d) ||
+			double d = 0;
+			if (!parse_duration_text(optarg, &d) || !isfinite(d) ||
 			    d <= 0)
-				die_usage("invalid duration '%s': expected a positive number of seconds",
+				die_usage("invalid duration '%s': expected a positive number of seconds, or one with a unit: 500ms, 30s, 2m",
 					  optarg);
 			o->duration = d;
 			break;
 		}
+		case 'x':
+		case OPT_EVAL: {
+			struct script_item *grown = realloc(
+				o->script_items,
+				(o->n_script_items + 1) * sizeof(*grown));
+			if (!grown) {
+				message("out of memory");
+				exit(EXIT_RUNTIME);
+			}
+			o->script_items = grown;
+			o->script_items[o->n_script_items++] =
+				(struct script_item){c == 'x' ? 'x' : 'e',
+						     optarg};
+			break;
+		}
+		case OPT_BATCH:
+			o->batch = true;
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
 		case 'F':
 			frequency_given = true;
 			o->frequency = (unsigned)parse_long(optarg, "frequency",
@@ -213,6 +254,7 @@ void parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_DUMP:
 			o->dump = true;
+			mode_given = true;
 			break;
 		case OPT_DEBUGINFO_DIR: {
 			const char **grown = realloc(
@@ -247,6 +289,7 @@ void parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_HEAP:
 			o->heap = true;
+			mode_given = true;
 			break;
 		case OPT_HEAP_METRIC:
 			o->heap_metric = cp_heap_metric_parse(optarg);
@@ -304,6 +347,11 @@ void parse_options(int argc, char **argv, struct options *o)
 			die_usage("unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	o->script = o->n_script_items > 0 || o->batch || o->json;
+	if (o->script && mode_given)
+		die_usage("--heap and --dump are for one run: in a script, use heap start/stop and dump");
+	if (o->script && o->output)
+		die_usage("-o is for one run: in a script, write FILE");
 	if (!o->heap && (metric_given || top_given))
 		die_usage("--heap-metric and --top apply to --heap");
 	if (o->heap) {
@@ -327,6 +375,13 @@ void parse_options(int argc, char **argv, struct options *o)
 	}
 	if (dashdash && !pid_text)
 		die_usage("missing COMMAND after --");
+	if (!pid_text && (o->script || (!mode_given && !o->output &&
+					!o->duration))) {
+		/* Nothing to attach to and nothing asked: the console (or
+		 * the commands on standard input), nothing attached.  */
+		o->script = true;
+		return;
+	}
 	if (!pid_text)
 		die_usage("missing PID or -- COMMAND");
 	o->pid = (pid_t)parse_long(pid_text, "PID", 1, INT_MAX);

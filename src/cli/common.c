@@ -52,3 +52,22 @@ bool ends_with(const char *text, const char *suffix)
 	size_t n = strlen(text), m = strlen(suffix);
 	return n > m && strcasecmp(text + n - m, suffix) == 0;
 }
+
+bool parse_duration_text(const char *text, double *seconds)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(text, &end);
+	if (end == text || errno || !(v >= 0) || v > 1e7)
+		return false;
+	if (strcmp(end, "ms") == 0)
+		v /= 1000;
+	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+		v *= 60;
+	else if (strcmp(end, "h") == 0)
+		v *= 3600;
+	else if (*end && strcmp(end, "s") != 0)
+		return false;
+	*seconds = v;
+	return true;
+}

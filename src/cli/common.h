@@ -34,4 +34,8 @@ long parse_long(const char *text, const char *what, long lo, long hi);
 /* Does TEXT end with SUFFIX (ignoring case), with something before it? */
 bool ends_with(const char *text, const char *suffix);
 
+/* A duration: a decimal number of seconds, or one with a unit: 500ms,
+ * 2s, 1m (also min, h).  Returns true and *SECONDS (>= 0).  */
+bool parse_duration_text(const char *text, double *seconds);
+
 #endif

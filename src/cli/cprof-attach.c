@@ -361,10 +361,12 @@ int main(int argc, char **argv)
 	struct cp_session *session = NULL;
 
 	/* Create the output first: an unwritable destination is reported
-	 * before the target is touched.  */
+	 * before the target is touched.  A script writes where its write
+	 * commands say.  */
 	char output_error[PATH_MAX + 256];
-	int rc = cp_output_open(o.output, &out, output_error,
-				sizeof(output_error));
+	int rc = o.script ? 0
+			  : cp_output_open(o.output, &out, output_error,
+					   sizeof(output_error));
 	if (rc < 0) {
 		message("%s", output_error);
 		/* A directory or a link not followed is bad input.  */
@@ -398,6 +400,10 @@ int main(int argc, char **argv)
 		message("out of memory");
 		goto out;
 	}
+	if (o.script) {
+		exit_code = run_script(&o, session);
+		goto out;
+	}
 	rc = start(&o, session);
 	if (rc != 0) {
 		exit_code = rc;
@@ -423,5 +429,8 @@ out:
 	cp_output_abort(out);
 	free(o.tids);
 	free(o.debuginfo_dirs);
-	return finish_launch(&o, exit_code);
+	free(o.script_items);
+	/* A script's status is its commands'; a program it ran is left
+	 * running.  */
+	return o.script ? exit_code : finish_launch(&o, exit_code);
 }

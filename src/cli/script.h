@@ -61,6 +61,10 @@ int script_run(struct script *script, struct script_reader *reader);
 int script_exec(struct script *script, const char *line,
 		struct script_reader *reader);
 
+/* Run the commands of file PATH ("-": standard input), as -x FILE
+ * and source do: the first error ends it.  Returns 0 or 1.  */
+int script_run_file(struct script *script, const char *path);
+
 /* Has quit been run (or the target detached for good in batch mode)?
  * *STATUS (may be NULL) gets quit's exit status.  */
 bool script_done(const struct script *script, int *status);
