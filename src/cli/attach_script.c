@@ -2,6 +2,7 @@
  * given, then (without --batch) the console on a terminal or the
  * commands on standard input, all over one session (script.h).  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,11 +12,17 @@
 #include "cprof/session.h"
 #include "script.h"
 
-/* Lines of standard input (not a terminal, or the console left out).  */
+/* Lines of standard input (not a terminal, or the console left out),
+ * read with read(2) into our own buffer so that poll(2) tells the truth
+ * about what is left: while no line is there, the session is served
+ * (script_idle).  */
 struct stdin_reader {
 	struct script_reader r;
-	char *line;
-	size_t cap;
+	struct script *s;
+	char *buf;              /* bytes read, not yet returned */
+	size_t len, cap;
+	char *line;             /* the line returned last */
+	bool eof;
 	bool prompt;
 };
 
@@ -27,18 +34,40 @@ static char *stdin_next(void *arg, const char *prompt)
 		fflush(stdout);
 	}
 	for (;;) {
-		ssize_t n = getline(&sr->line, &sr->cap, stdin);
-		if (n < 0) {
-			if (errno == EINTR && !ferror(stdin)) {
-				clearerr(stdin);
-				continue;
-			}
-			return NULL;
+		char *nl = sr->len ? memchr(sr->buf, '\n', sr->len) : NULL;
+		if (nl || (sr->eof && sr->len)) {
+			size_t n = nl ? (size_t)(nl - sr->buf) : sr->len;
+			free(sr->line);
+			sr->line = strndup(sr->buf, n);
+			size_t used = nl ? n + 1 : n;
+			memmove(sr->buf, sr->buf + used, sr->len - used);
+			sr->len -= used;
+			if (!sr->line)
+				return NULL;
+			sr->r.line++;
+			return sr->line;
 		}
-		if (n > 0 && sr->line[n - 1] == '\n')
-			sr->line[n - 1] = '\0';
-		sr->r.line++;
-		return sr->line;
+		if (sr->eof)
+			return NULL;
+		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+		if (poll(&pfd, 1, 0) == 0 && script_idle(sr->s, 100))
+			continue;
+		if (sr->cap - sr->len < 4096) {
+			size_t cap = sr->cap ? 2 * sr->cap : 8192;
+			char *b = realloc(sr->buf, cap);
+			if (!b)
+				return NULL;
+			sr->buf = b;
+			sr->cap = cap;
+		}
+		ssize_t got = read(STDIN_FILENO, sr->buf + sr->len,
+				   sr->cap - sr->len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			sr->eof = true;
+		else
+			sr->len += (size_t)got;
 	}
 }
 
@@ -47,6 +76,7 @@ static int run_stdin(struct script *s, bool prompt)
 	struct stdin_reader sr = {
 		.r = {.next = stdin_next, .name = "stdin",
 		      .interactive = prompt},
+		.s = s,
 		.prompt = prompt,
 	};
 	sr.r.arg = &sr;
@@ -54,6 +84,7 @@ static int run_stdin(struct script *s, bool prompt)
 	if (prompt && !script_done(s, NULL))
 		fputs("quit\n", stdout);
 	free(sr.line);
+	free(sr.buf);
 	return status;
 }
 
@@ -103,7 +134,10 @@ int run_script(const struct options *o, struct cp_session *session)
 	for (size_t i = 0; i < o->n_script_items && !script_done(s, NULL); i++) {
 		const struct script_item *it = &o->script_items[i];
 		stop_requested = 0;
-		if (it->kind == 'x') {
+		if (it->kind == 'x' && strcmp(it->text, "-") == 0) {
+			/* standard input, the session served between lines */
+			status = run_stdin(s, false);
+		} else if (it->kind == 'x') {
 			status = script_run_file(s, it->text);
 		} else {
 			struct one_reader one = {

@@ -65,6 +65,16 @@ int script_exec(struct script *script, const char *line,
  * and source do: the first error ends it.  Returns 0 or 1.  */
 int script_run_file(struct script *script, const char *path);
 
+/* Serve the session for up to MS milliseconds while the reader waits
+ * for input (the console's idle hook, standard input's poll): sampling
+ * started with `sample start` takes its ticks, heap tracing serves the
+ * allocator's traps, breakpoints' commands run as they are hit, the
+ * target's exit is noticed — otherwise a thread calling malloc would
+ * wait for the next command.  Returns true when there was something to
+ * serve (and MS passed or an event came), false at once when there is
+ * nothing (then the caller may block on its input).  */
+bool script_idle(struct script *script, unsigned ms);
+
 /* Has quit been run (or the target detached for good in batch mode)?
  * *STATUS (may be NULL) gets quit's exit status.  */
 bool script_done(const struct script *script, int *status);

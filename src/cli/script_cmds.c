@@ -1365,6 +1365,30 @@ int script_wait(struct script *s, uint64_t until_ns, const char *why)
 	}
 }
 
+bool script_idle(struct script *s, unsigned ms)
+{
+	if (s->done || !cp_session_attached(s->session) ||
+	    cp_session_target_exited(s->session))
+		return false;
+	size_t nbreaks = 0;
+	cp_session_breaks(s->session, &nbreaks);
+	if (!sampling_on(s) && !s->heap_on && nbreaks == 0)
+		return false;
+	const char *saved = s->file;
+	unsigned saved_line = s->line;
+	s->file = NULL;
+	snprintf(s->command, sizeof(s->command), "(idle)");
+	if (script_wait(s, now_ns() + (uint64_t)ms * 1000000u, NULL) < 0 &&
+	    s->error_set) {
+		fflush(stdout);
+		message("%s", s->error);
+		s->error_set = false;
+	}
+	s->file = saved;
+	s->line = saved_line;
+	return true;
+}
+
 static int cmd_wait(struct script *s, char *args, struct script_reader *r)
 {
 	char *argv[3];
