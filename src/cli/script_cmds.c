@@ -1357,6 +1357,12 @@ int script_wait(struct script *s, uint64_t until_ns, const char *why)
 		case CP_SESSION_BREAK:
 			break;
 		}
+		if (s->in_commands) {
+			/* A breakpoint's commands are running (sample for,
+			 * sleep): other hits pass, as while no one waits.  */
+			cp_session_continue(s->session);
+			continue;
+		}
 		rc = on_hit(s, &hit);
 		if (cp_session_held(s->session))
 			cp_session_continue(s->session);
