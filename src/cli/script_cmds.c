@@ -1249,7 +1249,11 @@ static int on_hit(struct script *s, const struct cp_session_hit *hit)
 			line = b[i].line;
 			temporary = b[i].temporary;
 		}
-	if (file[0])
+	bool silent = e->has_commands && e->commands.n > 0 &&
+		      strcmp(e->commands.lines[0], "silent") == 0;
+	if (silent)
+		; /* gdb's: the commands say what they want */
+	else if (file[0])
 		out_text(s, "\n%s %d, %s () at %s:%u (thread %d)\n",
 			 temporary ? "Temporary breakpoint" : "Breakpoint",
 			 hit->id, fn, file, line, (int)hit->tid);
@@ -1648,6 +1652,14 @@ static int cmd_top(struct script *s, char *args, struct script_reader *r)
 
 static int cmd_help(struct script *s, char *args, struct script_reader *r);
 
+static int cmd_silent(struct script *s, char *args, struct script_reader *r)
+{
+	if (!s->in_commands)
+		return script_error(s, "silent belongs first in a "
+				    "breakpoint's commands");
+	return 0;
+}
+
 /* ------------------------------------------------------------ the table */
 
 const struct command script_commands[] = {
@@ -1730,6 +1742,9 @@ const struct command script_commands[] = {
 	 "EXPRESSION is evaluated at each hit with the thread held: $pc,\n"
 	 "$sp, $rdi (the first argument), ... and $variables.  Without\n"
 	 "EXPRESSION: unconditional."},
+	{"silent", NULL, cmd_silent, false, true, "silent",
+	 "first in commands: no message at the hit",
+	 "As in gdb: the hit's \"Breakpoint N, ...\" line is left out."},
 	{"ignore", NULL, cmd_ignore, false, false, "ignore N COUNT",
 	 "ignore the next COUNT hits of N", "The next COUNT hits of "
 	 "breakpoint N do not count."},
