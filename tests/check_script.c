@@ -1,0 +1,1014 @@
+/* End-to-end tests of cprof-attach's command language (-x FILE, -ex
+ * COMMAND, --batch, --json, commands on standard input): real scripts
+ * run by the real program against fixture processes, checked as a user
+ * would check them: the profiles written, the text and JSON results,
+ * the heap counts of a window against what the fixture says it
+ * allocated there, the breakpoints' hits and backtraces, the exit status
+ * and message of every error, and the target afterwards (untraced,
+ * running, its code byte for byte its files).
+ *
+ * Each test starts its own fixture and waits for its "ready" line (never
+ * a sleep); every run of cprof-attach has a timeout and the teardown
+ * kills and reaps what is left (tu_cleanup).  No assertion depends on how
+ * fast the machine is: sample counts are only asked to be nonzero, or
+ * compared with a bound derived in the test's comment.  */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+/* Generous bounds: they only end a test that hangs.  */
+#define READY_TIMEOUT_MS 10000   /* fixture start-up */
+#define RUN_TIMEOUT_MS 60000     /* a script of a few seconds */
+#define STEP_TIMEOUT_MS 30000    /* one command's answer on a pipe */
+
+/* The arguments for a fixture that outlives the test (teardown kills it).  */
+#define LONG_RUN "120"
+
+/* Fail with a formatted message after printing RUN (may be NULL) for the
+ * log.  */
+#define CHECK_RUN(cond, run, ...)                                          \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "%s:%d: check failed: %s\n",       \
+				__FILE__, __LINE__, #cond);                \
+			if ((run) != NULL)                                 \
+				tu_run_dump((run), __func__, 6000);        \
+			ck_abort_msg(__VA_ARGS__);                         \
+		}                                                          \
+	} while (0)
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static struct tu_proc *ready(struct tu_proc *fixture)
+{
+	ck_assert_msg(fixture != NULL, "the fixture could not be started");
+	ck_assert_msg(tu_proc_wait_line(fixture, "ready", READY_TIMEOUT_MS),
+		      "fixture %d did not print \"ready\" (stdout so far: %s)",
+		      (int)fixture->pid, fixture->output);
+	return fixture;
+}
+
+/* A path NAME in this test's temporary directory (malloc'd).  */
+static char *temp_path(const char *name)
+{
+	static const char *dir;
+	char *path;
+
+	if (dir == NULL)
+		dir = tu_temp_dir();
+	ck_assert_ptr_nonnull(dir);
+	ck_assert_int_gt(asprintf(&path, "%s/%s", dir, name), 0);
+	return path;
+}
+
+/* Write the script file NAME (formatted text) in the temporary
+ * directory; returns its path (malloc'd).  */
+static __attribute__((format(printf, 2, 3))) char *
+script_file(const char *name, const char *format, ...)
+{
+	char *path = temp_path(name);
+	FILE *f = fopen(path, "w");
+	va_list args;
+
+	ck_assert_msg(f != NULL, "cannot create %s", path);
+	va_start(args, format);
+	vfprintf(f, format, args);
+	va_end(args);
+	ck_assert_int_eq(fclose(f), 0);
+	return path;
+}
+
+/* Start cprof-attach with ARGS (NULL-ended) and its standard input on a
+ * pipe whose write end goes to *STDIN_FD, or /dev/null when STDIN_FD is
+ * NULL (the test's own input is never read by a script).  */
+static struct tu_run *start_cprof(int *stdin_fd, const char *const args[])
+{
+	int fds[2];
+	int saved = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	struct tu_run *run;
+
+	if (stdin_fd != NULL) {
+		ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	} else {
+		fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		fds[1] = -1;
+		ck_assert_int_ge(fds[0], 0);
+	}
+	/* The child inherits fd 0 (dup2 clears close-on-exec on the copy);
+	 * ours is put back right after.  */
+	ck_assert_int_ge(dup2(fds[0], STDIN_FILENO), 0);
+	run = tu_cprof_startv(args);
+	if (saved >= 0) {
+		dup2(saved, STDIN_FILENO);
+		close(saved);
+	} else {
+		close(STDIN_FILENO);
+	}
+	close(fds[0]);
+	ck_assert_msg(run != NULL, "cannot start cprof-attach");
+	if (stdin_fd != NULL)
+		*stdin_fd = fds[1];
+	return run;
+}
+
+/* Run cprof-attach with ARGS to its end (standard input /dev/null).  */
+static struct tu_run *run_cprof(const char *const args[])
+{
+	struct tu_run *run = start_cprof(NULL, args);
+
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	CHECK_RUN(!run->timed_out, run, "cprof-attach did not finish in time");
+	return run;
+}
+
+#define RUN(...) run_cprof((const char *const[]){ __VA_ARGS__, NULL })
+
+static void expect_exit(const struct tu_run *run, int code)
+{
+	CHECK_RUN(tu_run_exit_code(run) == code, run,
+		  "cprof-attach exited with %d, expected %d",
+		  tu_run_exit_code(run), code);
+}
+
+/* What RUN has written to its standard output so far (malloc'd).  */
+static char *stdout_so_far(const struct tu_run *run)
+{
+	size_t cap = 4096, len = 0;
+	char *text = malloc(cap);
+	ssize_t n;
+
+	ck_assert_ptr_nonnull(text);
+	for (;;) {
+		if (cap - len < 2048) {
+			cap *= 2;
+			text = realloc(text, cap);
+			ck_assert_ptr_nonnull(text);
+		}
+		n = pread(fileno(run->out_file), text + len, cap - len - 1,
+			  (off_t)len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	text[len] = '\0';
+	return text;
+}
+
+static unsigned count_of(const char *text, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	return n;
+}
+
+/* Write LINE and a newline to the pipe FD.  */
+static void say(int fd, const char *line)
+{
+	size_t len = strlen(line);
+
+	ck_assert_int_eq(write(fd, line, len), (ssize_t)len);
+	ck_assert_int_eq(write(fd, "\n", 1), 1);
+}
+
+/* Type COMMAND into RUN's standard input (the pipe IN) and wait for the
+ * output it gives: until what RUN writes from now on holds NEEDLE.
+ * Returns that new output (malloc'd).  */
+static char *command_answer(struct tu_run *run, int in, const char *command,
+			    const char *needle)
+{
+	char *before = stdout_so_far(run);
+	size_t offset = strlen(before);
+	uint64_t deadline = tu_now_ns() + STEP_TIMEOUT_MS * 1000000ull;
+
+	free(before);
+	say(in, command);
+	for (;;) {
+		char *text = stdout_so_far(run);
+		char *fresh = strdup(text + offset);
+
+		free(text);
+		ck_assert_ptr_nonnull(fresh);
+		if (strstr(fresh, needle) != NULL)
+			return fresh;
+		free(fresh);
+		CHECK_RUN(tu_now_ns() < deadline &&
+				  waitpid(run->pid, NULL,
+					  WNOHANG | WNOWAIT) != run->pid,
+			  run, "no \"%s\" after \"%s\"", needle, command);
+		poll(NULL, 0, 2);
+	}
+}
+
+/* Every thread of FIXTURE untraced, the process running or sleeping as
+ * before, and its code byte for byte its files: nothing of ours left.  */
+static void expect_untouched(const struct tu_proc *fixture)
+{
+	char state = tu_proc_state(fixture->pid);
+	int traced = tu_traced_tasks(fixture->pid);
+	char why[512];
+
+	ck_assert_msg(state == 'R' || state == 'S',
+		      "fixture %d is in state '%c' after cprof-attach, "
+		      "expected R or S", (int)fixture->pid,
+		      state ? state : '0');
+	ck_assert_msg(traced == 0,
+		      "%d threads of fixture %d are still traced", traced,
+		      (int)fixture->pid);
+	ck_assert_msg(tu_code_matches_files(fixture->pid, why, sizeof(why)),
+		      "the code of fixture %d is not its files': %s",
+		      (int)fixture->pid, why);
+}
+
+/* The one line of RUN's stderr: "cprof-attach: " then MESSAGE at its
+ * start (MESSAGE may be a prefix of the line's rest).  */
+static void expect_message(const struct tu_run *run, const char *message)
+{
+	CHECK_RUN(strncmp(run->err, "cprof-attach: ", 14) == 0, run,
+		  "the error does not start with \"cprof-attach: \"");
+	CHECK_RUN(strncmp(run->err + 14, message, strlen(message)) == 0, run,
+		  "the error is not \"cprof-attach: %s...\"", message);
+	CHECK_RUN(tu_count_lines(run->err) == 1, run,
+		  "the error is %zu lines, expected one",
+		  tu_count_lines(run->err));
+}
+
+/* Parse every line of TEXT (JSON lines) with python3's json.loads into
+ * the list R, then run the python CHECKS on it (asserts).  Fails the
+ * test with python's complaint when a line does not parse or a check
+ * does not hold.  */
+static void json_check(const struct tu_run *run, const char *text,
+		       const char *checks)
+{
+	char *data = temp_path("results.jsonl");
+	char *errors = temp_path("python.err");
+	char *program;
+	FILE *f = fopen(data, "w");
+	pid_t pid;
+	int status;
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_gt(asprintf(&program,
+		"import json, sys\n"
+		"lines = open(sys.argv[1]).read().split('\\n')\n"
+		"assert lines[-1] == '', 'the output does not end with a newline'\n"
+		"R = []\n"
+		"for n, l in enumerate(lines[:-1], 1):\n"
+		"    try:\n"
+		"        o = json.loads(l)\n"
+		"    except ValueError as e:\n"
+		"        sys.exit('line %%d is not JSON (%%s): %%r' %% (n, e, l))\n"
+		"    assert isinstance(o, dict), 'line %%d is no object' %% n\n"
+		"    R.append(o)\n"
+		"C = [o for o in R if 'command' in o]\n"
+		"E = [o for o in R if 'event' in o]\n"
+		"for o in R:\n"
+		"    assert ('command' in o) != ('event' in o), 'neither a result nor an event: %%r' %% o\n"
+		"    if 'command' in o:\n"
+		"        assert o.get('ok') in (True, False), 'no ok: %%r' %% o\n"
+		"%s\n", checks), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, STDERR_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		execlp("python3", "python3", "-c", program, data, (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		char *why = tu_read_file(errors);
+
+		CHECK_RUN(false, run, "the JSON results do not check out: %s",
+			  why ? why : "(python3 said nothing)");
+	}
+	free(program);
+	free(data);
+	free(errors);
+}
+
+/* The folded file PATH, parsed; it must be a non-empty profile.  */
+static struct tu_profile *read_profile(const struct tu_run *run,
+				       const char *path)
+{
+	char *text = tu_read_file(path);
+	char error[256];
+	struct tu_profile *profile;
+
+	CHECK_RUN(text != NULL, run, "%s was not written", path);
+	profile = tu_profile_parse(text, error, sizeof(error));
+	CHECK_RUN(profile != NULL, run, "%s is no folded profile: %s", path,
+		  error);
+	CHECK_RUN(tu_profile_total(profile) > 0, run, "%s is empty", path);
+	free(text);
+	return profile;
+}
+
+/* The four frames of the chain fixture's hot path.  */
+#define CHAIN TU_FRAMES("main", "chain_alpha", "chain_beta", "chain_gamma")
+
+/* Every stack of PROFILE runs through main, and nearly every one through
+ * the whole chain: the chain fixture spends all but its loop's few
+ * instructions in chain_gamma (check_e2e asks for 95 %, the same).  */
+static void expect_chain(const struct tu_run *run,
+			 const struct tu_profile *profile, const char *what)
+{
+	uint64_t total = tu_profile_total(profile);
+	uint64_t chain = tu_profile_count_contiguous(profile, CHAIN);
+
+	if (tu_profile_count_frame(profile, "main") != total ||
+	    chain * 100 < total * 95)
+		tu_profile_dump(profile, 20);
+	CHECK_RUN(tu_profile_count_frame(profile, "main") == total, run,
+		  "%s: a stack without main", what);
+	CHECK_RUN(chain * 100 >= total * 95, run,
+		  "%s: main;chain_alpha;chain_beta;chain_gamma in %" PRIu64
+		  " of %" PRIu64 " samples, expected 95 %% at least", what,
+		  chain, total);
+}
+
+/* ------------------------------------------------------------ sampling */
+
+/* Two samplings in one attach, written to two files: both profiles of
+ * the hot chain, each holding its own window's samples (write empties
+ * the session's profile), and the target attached once: one "Attached"
+ * line.  */
+START_TEST(test_two_samplings)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	char *first = temp_path("first.folded");
+	char *second = temp_path("second.folded");
+	char *script = script_file("two.cprof",
+				   "# two windows, one attach\n"
+				   "attach %d\n"
+				   "sample for 1s\n"
+				   "write %s\n"
+				   "sample -F 199 for 500ms\n"
+				   "write %s --format folded\n"
+				   "info inferior\n",
+				   (int)fixture->pid, first, second);
+	struct tu_run *run = RUN("-x", script, "--batch");
+	struct tu_profile *a, *b;
+
+	expect_exit(run, 0);
+	CHECK_RUN(count_of(run->out, "Attached to process") == 1, run,
+		  "not one \"Attached\" line");
+	a = read_profile(run, first);
+	b = read_profile(run, second);
+	expect_chain(run, a, "the first window");
+	expect_chain(run, b, "the second window");
+	/* Each write says how many samples it wrote: its file's total.  */
+	char said[256];
+	snprintf(said, sizeof(said), "%" PRIu64 " samples written to %s",
+		 tu_profile_total(a), first);
+	CHECK_RUN(strstr(run->out, said) != NULL, run, "no \"%s\"", said);
+	snprintf(said, sizeof(said), "%" PRIu64 " samples written to %s",
+		 tu_profile_total(b), second);
+	CHECK_RUN(strstr(run->out, said) != NULL, run, "no \"%s\"", said);
+	CHECK_RUN(run->err[0] == '\0', run, "cprof-attach complained");
+	expect_untouched(fixture);
+	tu_profile_free(a);
+	tu_profile_free(b);
+	free(first);
+	free(second);
+	free(script);
+}
+END_TEST
+
+/* -p PID, then -ex commands, run in the order given with -x FILE: the
+ * window between them is the file's.  */
+START_TEST(test_ex_and_x_in_order)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	char *out = temp_path("mid.folded");
+	char *script = script_file("mid.cprof", "echo file\\n\n"
+				   "sample for 300ms\n");
+	char write[4200];
+	struct tu_run *run;
+	struct tu_profile *profile;
+
+	snprintf(write, sizeof(write), "write %s", out);
+	run = RUN("-p", fixture->pid_text, "-ex", "echo first\\n", "-x",
+		  script, "-ex", write, "-ex", "echo last\\n", "--batch");
+	expect_exit(run, 0);
+	const char *f = strstr(run->out, "first\n");
+	const char *x = strstr(run->out, "file\n");
+	const char *l = strstr(run->out, "last\n");
+	CHECK_RUN(f && x && l && f < x && x < l, run,
+		  "the commands did not run in the order given");
+	profile = read_profile(run, out);
+	expect_chain(run, profile, "the window");
+	expect_untouched(fixture);
+	tu_profile_free(profile);
+	free(out);
+	free(script);
+}
+END_TEST
+
+/* ------------------------------------------------------------- control */
+
+/* if/else, while, define with $arg0 and $argc, set $x, print, printf,
+ * echo, and the convenience variable $_samples after a sample (the
+ * session's profile: what write would write).  */
+START_TEST(test_control)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	char *script = script_file("control.cprof",
+		"define greet\n"
+		"  printf \"%%s has %%d args\\n\", \"$arg0\", $argc\n"
+		"  if $argc > 1\n"
+		"    echo more than one\\n\n"
+		"  else\n"
+		"    echo one only\\n\n"
+		"  end\n"
+		"end\n"
+		"greet alpha beta\n"
+		"greet gamma\n"
+		"set $n = 0\n"
+		"set $sum = 0\n"
+		"while $n < 5\n"
+		"  set $n = $n + 1\n"
+		"  if $n == 3\n"
+		"    loop_continue\n"
+		"  end\n"
+		"  set $sum = $sum + $n\n"
+		"end\n"
+		"print $sum\n"
+		"print $n * 2 + 1\n"
+		"print \"text\"\n"
+		"set $ratio = 7 / 2.0\n"
+		"printf \"ratio %%.2f hex %%x\\n\", $ratio, 255\n"
+		"attach %d\n"
+		"sample for 500ms\n"
+		"if $_samples > 0\n"
+		"  echo sampled\\n\n"
+		"else\n"
+		"  echo nothing\\n\n"
+		"end\n"
+		"printf \"samples=%%d\\n\", $_samples\n"
+		"detach\n",
+		(int)fixture->pid);
+	struct tu_run *run = RUN("-x", script, "--batch");
+	unsigned long samples = 0;
+	const char *at;
+
+	expect_exit(run, 0);
+	CHECK_RUN(strstr(run->out, "alpha has 2 args\nmore than one\n"
+				   "gamma has 1 args\none only\n"
+				   "12\n11\n\"text\"\nratio 3.50 hex ff\n") != NULL,
+		  run, "the control commands printed something else");
+	CHECK_RUN(strstr(run->out, "\nsampled\n") != NULL, run,
+		  "$_samples was not > 0 after a sample");
+	at = strstr(run->out, "samples=");
+	CHECK_RUN(at && sscanf(at, "samples=%lu", &samples) == 1 && samples > 0,
+		  run, "no samples=N line");
+	char said[128];
+	snprintf(said, sizeof(said), "; %lu in the session's profile", samples);
+	CHECK_RUN(strstr(run->out, said) != NULL, run,
+		  "$_samples is not the session's profile");
+	CHECK_RUN(strstr(run->out, "Detached from process") != NULL, run,
+		  "no detach");
+	expect_untouched(fixture);
+	free(script);
+}
+END_TEST
+
+/* --------------------------------------------------------------- json */
+
+/* --json: one object per line, each command's name, "ok", its fields
+ * (samples > 0 after a sample; print's value; the written file's
+ * count), and the failing last command's error object: ok false, the
+ * error text, file and line.  */
+START_TEST(test_json)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	char *out = temp_path("json.folded");
+	char *script = script_file("json.cprof",
+				   "sample for 500ms\n"
+				   "print $_samples\n"
+				   "info inferior\n"
+				   "write %s\n"
+				   "set $x = 6 * 7\n"
+				   "echo hello\\n\n"
+				   "printf \"%%d\\n\", $x\n"
+				   "info threads\n"
+				   "\n"
+				   "# a comment, then the error\n"
+				   "frob the knob\n"
+				   "echo not reached\n",
+				   out);
+	char checks[4096], expected[4300];
+	struct tu_run *run = RUN("-p", fixture->pid_text, "--json", "-x",
+				 script, "--batch");
+	struct tu_profile *profile;
+
+	expect_exit(run, 1);
+	profile = read_profile(run, out);
+	snprintf(checks, sizeof(checks),
+		 "names = [o['command'] for o in C]\n"
+		 "assert names == ['sample', 'print', 'info', 'write', 'set', "
+		 "'echo', 'printf', 'info', 'frob'], names\n"
+		 "assert all(o['ok'] is True for o in C[:-1]), C\n"
+		 "s = C[0]\n"
+		 "assert s['samples'] > 0 and s['frequency'] == 99, s\n"
+		 "assert s['profile_samples'] == s['samples'], s\n"
+		 "assert s['seconds'] >= 0.5, s\n"
+		 "assert C[1]['value'] == s['samples'], C[1]\n"
+		 "i = C[2]\n"
+		 "assert i['what'] == 'inferior' and i['pid'] == %d and "
+		 "i['state'] == 'running' and i['samples'] == s['samples'], i\n"
+		 "w = C[3]\n"
+		 "assert w['path'] == '%s' and w['format'] == 'folded' and "
+		 "w['kind'] == 'samples' and w['samples'] == %" PRIu64 ", w\n"
+		 "assert C[4]['variable'] == 'x' and C[4]['value'] == '42', C[4]\n"
+		 "assert C[5]['text'] == 'hello\\n', C[5]\n"
+		 "assert C[6]['text'] == '42\\n', C[6]\n"
+		 "t = C[7]['threads']\n"
+		 "assert len(t) == 1 and t[0]['tid'] == %d, t\n"
+		 "e = C[8]\n"
+		 "assert e['ok'] is False, e\n"
+		 "assert e['error'].startswith('undefined command'), e\n"
+		 "assert e['file'] == '%s' and e['line'] == 11, e\n"
+		 "assert set(e) == {'command', 'ok', 'error', 'file', 'line'}, e\n"
+		 "assert E == [], E\n",
+		 (int)fixture->pid, out, tu_profile_total(profile),
+		 (int)fixture->pid, script);
+	json_check(run, run->out, checks);
+	/* In JSON mode the error is said on stderr too, FILE:LINE first.  */
+	snprintf(expected, sizeof(expected), "%s:11: frob: undefined command",
+		 script);
+	expect_message(run, expected);
+	expect_untouched(fixture);
+	tu_profile_free(profile);
+	free(out);
+	free(script);
+}
+END_TEST
+
+/* --------------------------------------------------------------- heap */
+
+/* The number after "KEY=" in the heap fixture's done line.  */
+static unsigned long long done_count(const char *line, const char *key)
+{
+	char pattern[64];
+	const char *at;
+
+	snprintf(pattern, sizeof(pattern), " %s=", key);
+	at = strstr(line, pattern);
+	ck_assert_msg(at != NULL, "no %s= in \"%s\"", key, line);
+	return strtoull(at + strlen(pattern), NULL, 10);
+}
+
+/* The integer field KEY of the JSON object on one line of TEXT: the
+ * first "KEY": in it (the whole output is checked by python3 later).  */
+static long long json_int(const char *text, const char *key)
+{
+	char pattern[64];
+	const char *at;
+
+	snprintf(pattern, sizeof(pattern), "\"%s\":", key);
+	at = strstr(text, pattern);
+	ck_assert_msg(at != NULL, "no %s in %s", key, text);
+	return strtoll(at + strlen(pattern), NULL, 10);
+}
+
+/* The complete line of TEXT that begins with PREFIX (malloc'd).  */
+static char *line_of(const char *text, const char *prefix)
+{
+	const char *p = text;
+
+	while (p != NULL && *p != '\0') {
+		if (strncmp(p, prefix, strlen(prefix)) == 0)
+			return strndup(p, strcspn(p, "\n"));
+		p = strchr(p, '\n');
+		if (p != NULL)
+			p++;
+	}
+	return NULL;
+}
+
+/* One heap window typed into RUN (pipe IN): heap start, the fixture
+ * (pipe FIX_IN) runs COMMAND, its NUMBER-th, heap stop.  The window's
+ * totals must be exactly what the fixture says it allocated: heap-leak
+ * windows makes no allocator call outside its commands (it reads and
+ * writes with read(2) and write(2): heap-fixture.h), and the script's
+ * idle wait serves the traps while the fixture works, so nothing else
+ * can be in the window and nothing of it can be missed.  Returns the
+ * fixture's done line (malloc'd).  */
+static char *heap_window(struct tu_run *run, int in, struct tu_proc *fixture,
+			 int fix_in, const char *command, unsigned number,
+			 const char *site)
+{
+	char prefix[32], *answer, *done;
+
+	answer = command_answer(run, in, "heap start", "\"ok\":");
+	CHECK_RUN(strstr(answer, "\"ok\":true") != NULL &&
+			  json_int(answer, "breakpoints") > 0,
+		  run, "heap start: %s", answer);
+	free(answer);
+	say(fix_in, command);
+	snprintf(prefix, sizeof(prefix), "done n=%u ", number);
+	CHECK_RUN(tu_proc_wait_line_prefix(fixture, prefix, STEP_TIMEOUT_MS),
+		  run, "the fixture did not finish \"%s\" (its output: %s)",
+		  command, fixture->output);
+	done = line_of(fixture->output, prefix);
+	ck_assert_ptr_nonnull(done);
+	answer = command_answer(run, in, "heap stop", "\"ok\":");
+	CHECK_RUN(json_int(answer, "allocations") ==
+				  (long long)(done_count(done, "malloc") +
+					      done_count(done, "calloc") +
+					      done_count(done, "realloc")) &&
+			  json_int(answer, "alloc_bytes") ==
+				  (long long)done_count(done, "alloc_bytes") &&
+			  json_int(answer, "frees") ==
+				  (long long)done_count(done, "free") &&
+			  json_int(answer, "live_count") == 0 &&
+			  json_int(answer, "live_bytes") == 0,
+		  run, "window %u (%s): the heap says %s, the fixture \"%s\"",
+		  number, command, answer, done);
+	free(answer);
+	/* The report of the window, and its top site: the fixture's
+	 * function of the command.  */
+	char write[4200];
+	char *path = temp_path(command);
+	snprintf(write, sizeof(write), "write %s --format report", path);
+	answer = command_answer(run, in, write, "\"ok\":");
+	CHECK_RUN(strstr(answer, "\"kind\":\"heap\"") != NULL, run,
+		  "%s: %s", write, answer);
+	free(answer);
+	char *report = tu_read_file(path);
+	CHECK_RUN(report != NULL && strstr(report, site) != NULL, run,
+		  "the report of window %u does not name %s: %s", number,
+		  site, report ? report : "(none)");
+	free(report);
+	free(path);
+	return done;
+}
+
+/* heap start/stop windows on one attachment, typed into cprof-attach's
+ * standard input while the test makes the fixture allocate: each
+ * window's totals are the fixture's count for that window alone, the
+ * sampling between them works, and when the input ends the target is
+ * left untraced, its code as in its files, still working.  */
+START_TEST(test_heap_windows)
+{
+	int fix_in = -1, in = -1;
+	struct tu_proc *fixture = ready(tu_fixture_start_stdin(
+		&fix_in, "heap-leak", "windows", NULL));
+	struct tu_run *run = start_cprof(&in, (const char *const[]){
+		"-p", fixture->pid_text, "--json", NULL });
+	char *small, *grow, *answer, *done3, checks[2048];
+
+	small = heap_window(run, in, fixture, fix_in, "small", 1,
+			    "small_allocs");
+	answer = command_answer(run, in, "sample --wall for 300ms", "\"ok\":");
+	CHECK_RUN(strstr(answer, "\"ok\":true") != NULL, run,
+		  "sampling between the windows: %s", answer);
+	free(answer);
+	grow = heap_window(run, in, fixture, fix_in, "grow", 2,
+			   "grow_buffer");
+	close(in);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	CHECK_RUN(!run->timed_out, run, "the end of the input did not end it");
+	expect_exit(run, 0);
+	CHECK_RUN(run->err[0] == '\0', run, "cprof-attach complained");
+	/* Every line is JSON, and the two heap stops are the windows'.  */
+	snprintf(checks, sizeof(checks),
+		 "h = [o for o in C if o['command'] == 'heap' and 'frees' in o]\n"
+		 "assert len(h) == 2, h\n"
+		 "assert (h[0]['allocations'], h[0]['frees']) == (%llu, %llu), h\n"
+		 "assert (h[1]['allocations'], h[1]['frees']) == (%llu, %llu), h\n",
+		 done_count(small, "malloc"), done_count(small, "free"),
+		 done_count(grow, "malloc") + done_count(grow, "realloc"),
+		 done_count(grow, "free"));
+	json_check(run, run->out, checks);
+	expect_untouched(fixture);
+	/* Untraced, it still computes.  */
+	say(fix_in, "small");
+	ck_assert(tu_proc_wait_line_prefix(fixture, "done n=3 ",
+					   STEP_TIMEOUT_MS));
+	done3 = line_of(fixture->output, "done n=3 ");
+	ck_assert_uint_eq(done_count(done3, "malloc"), 1000);
+	close(fix_in);
+	free(done3);
+	free(small);
+	free(grow);
+}
+END_TEST
+
+/* ------------------------------------------------------------- errors */
+
+/* An unknown command: exit 1, "FILE:LINE: frob: undefined command", the
+ * commands after it not run (--batch), the target untouched.  */
+START_TEST(test_error_unknown_command)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	char *script = script_file("unknown.cprof", "echo before\\n\n"
+				   "\n"
+				   "frob\n"
+				   "echo after\\n\n");
+	struct tu_run *run = RUN("-p", fixture->pid_text, "-x", script,
+				 "--batch");
+	char expected[4200];
+
+	expect_exit(run, 1);
+	snprintf(expected, sizeof(expected), "%s:3: frob: undefined command",
+		 script);
+	expect_message(run, expected);
+	CHECK_RUN(strcmp(run->out, "before\n") == 0, run,
+		  "the output is not just the line before the error");
+	expect_untouched(fixture);
+	free(script);
+}
+END_TEST
+
+/* --batch with -ex: the first error ends the run, a later -ex is not
+ * run, and the message names -ex and the command's number.  */
+START_TEST(test_error_batch_stops)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	struct tu_run *run = RUN("-p", fixture->pid_text, "--batch",
+				 "-ex", "echo one\\n", "-ex", "print 1 +",
+				 "-ex", "echo two\\n");
+
+	expect_exit(run, 1);
+	CHECK_RUN(strcmp(run->out, "one\n") == 0, run,
+		  "a command after the error ran");
+	expect_message(run, "-ex:2: print: ");
+	expect_untouched(fixture);
+}
+END_TEST
+
+/* The last command's status is the run's: 0 when it succeeded.  */
+START_TEST(test_status_last_command)
+{
+	struct tu_run *run = RUN("--batch", "-ex", "set $a = 1",
+				 "-ex", "print $a");
+	expect_exit(run, 0);
+	CHECK_RUN(strcmp(run->out, "1\n") == 0, run, "print $a");
+	run = RUN("--batch", "-ex", "quit 3");
+	expect_exit(run, 3);
+}
+END_TEST
+
+/* attach to a process that does not exist: exit 1, a message naming it;
+ * -p of one with a script: the attach error of the command line, 2.  */
+START_TEST(test_error_bad_pid)
+{
+	struct tu_run *run = RUN("--batch", "-ex", "attach 999999",
+				 "-ex", "echo not reached\\n");
+	char pid[16];
+
+	expect_exit(run, 1);
+	expect_message(run, "-ex:1: attach: no process 999999");
+	CHECK_RUN(run->out[0] == '\0', run, "something was printed");
+	snprintf(pid, sizeof(pid), "%d", (int)tu_reaped_pid());
+	run = RUN("--batch", "-ex", "echo hi", "-p", pid);
+	expect_exit(run, 2);
+	CHECK_RUN(strstr(run->err, pid) != NULL, run,
+		  "the error does not name %s", pid);
+}
+END_TEST
+
+/* A breakpoint on a function the target does not have: exit 1, the
+ * message names it; the target untouched.  */
+START_TEST(test_error_missing_function)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	struct tu_run *run = RUN("-p", fixture->pid_text, "--batch",
+				 "-ex", "break chain_beta_nosuch",
+				 "-ex", "echo not reached\\n");
+
+	expect_exit(run, 1);
+	expect_message(run, "-ex:1: break: no function or source line "
+			    "\"chain_beta_nosuch\"");
+	CHECK_RUN(run->out[0] == '\0', run, "something was printed");
+	expect_untouched(fixture);
+}
+END_TEST
+
+/* A block without its end: exit 1, said; nothing of it ran.  */
+START_TEST(test_error_block_without_end)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	char *script = script_file("open.cprof", "while 1\n"
+				   "  echo looping\\n\n"
+				   "  if 1\n"
+				   "    echo inner\\n\n"
+				   "  end\n");
+	struct tu_run *run = RUN("-p", fixture->pid_text, "-x", script,
+				 "--batch");
+	char expected[4200];
+
+	expect_exit(run, 1);
+	snprintf(expected, sizeof(expected), "%s:1: while: the input ended "
+		 "inside 'while'", script);
+	expect_message(run, expected);
+	CHECK_RUN(run->out[0] == '\0', run, "a line of the block ran");
+	expect_untouched(fixture);
+	free(script);
+}
+END_TEST
+
+/* SIGINT while a script samples for 30 s: the command ends at once as
+ * an error, the script with it (exit 1), the target detached.  The
+ * script says it is about to sample through shell (which writes at
+ * once), so the signal comes while the sampling runs.  */
+START_TEST(test_error_interrupted)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	char *marker = temp_path("sampling");
+	char *script;
+	struct tu_run *run;
+	char *out = temp_path("never.folded");
+
+	script = script_file("long.cprof", "shell touch %s\n"
+			     "sample for 30s\n"
+			     "write %s\n", marker, out);
+	run = start_cprof(NULL, (const char *const[]){
+		"-p", fixture->pid_text, "-x", script, "--batch", NULL });
+	uint64_t deadline = tu_now_ns() + STEP_TIMEOUT_MS * 1000000ull;
+	while (access(marker, F_OK) != 0) {
+		CHECK_RUN(tu_now_ns() < deadline, run, "the script did not "
+			  "start");
+		poll(NULL, 0, 2);
+	}
+	ck_assert_int_eq(kill(run->pid, SIGINT), 0);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	CHECK_RUN(!run->timed_out, run, "SIGINT did not end the script");
+	expect_exit(run, 1);
+	CHECK_RUN(strstr(run->err, ":2: sample: interrupted") != NULL, run,
+		  "the error is not the sample's interruption");
+	CHECK_RUN(access(out, F_OK) != 0, run, "the write after it ran");
+	expect_untouched(fixture);
+	free(marker);
+	free(out);
+	free(script);
+}
+END_TEST
+
+/* -o and --heap are for one run: refused with a script, exit 2, before
+ * anything is attached.  */
+START_TEST(test_error_options)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	char *script = script_file("any.cprof", "info inferior\n");
+	struct tu_run *run = RUN("-p", fixture->pid_text, "-x", script,
+				 "-o", "x.folded");
+
+	expect_exit(run, 2);
+	expect_message(run, "-o is for one run");
+	run = RUN("--heap", "-p", fixture->pid_text, "-ex", "info inferior");
+	expect_exit(run, 2);
+	expect_message(run, "--heap and --dump are for one run");
+	run = RUN("--dump", "--batch", "-p", fixture->pid_text);
+	expect_exit(run, 2);
+	expect_untouched(fixture);
+	free(script);
+}
+END_TEST
+
+/* ------------------------------------------------------- known bugs */
+
+/* Commands typed into a pipe, text mode: each command's answer must be
+ * on standard output before the next line is read, or a program driving
+ * cprof-attach over pipes waits for ever (gdb flushes before it reads).  */
+START_TEST(test_bug_text_flushed)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	int in = -1;
+	struct tu_run *run = start_cprof(&in, (const char *const[]){
+		"-p", fixture->pid_text, "-x", "-", NULL });
+	char *answer = command_answer(run, in, "echo one\\n", "one\n");
+
+	free(answer);
+	answer = command_answer(run, in, "info inferior", "running");
+	free(answer);
+	close(in);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	expect_exit(run, 0);
+	expect_untouched(fixture);
+}
+END_TEST
+
+/* gdb puts a user command's arguments in as each line runs: a line that
+ * does not run may name an argument that was not given, which is how a
+ * define with optional arguments is written (if $argc > 1 ... $arg1).  */
+START_TEST(test_bug_define_optional_arg)
+{
+	struct tu_run *run = RUN("--batch", "-x", script_file("optional.cprof",
+		"define greet\n"
+		"  if $argc > 1\n"
+		"    echo $arg0 and $arg1\\n\n"
+		"  else\n"
+		"    echo $arg0 alone\\n\n"
+		"  end\n"
+		"end\n"
+		"greet alpha beta\n"
+		"greet gamma\n"));
+
+	expect_exit(run, 0);
+	CHECK_RUN(strcmp(run->out, "alpha and beta\ngamma alone\n") == 0, run,
+		  "the optional argument");
+}
+END_TEST
+
+/* --------------------------------------------------------------- suite */
+
+static TCase *new_case(Suite *suite, const char *name, double timeout)
+{
+	TCase *tcase = tcase_create(name);
+
+	tcase_add_checked_fixture(tcase, NULL, teardown);
+	tcase_set_timeout(tcase, timeout);
+	suite_add_tcase(suite, tcase);
+	return tcase;
+}
+
+/* A case for a known bug, not yet fixed where it lives: run only when
+ * CK_RUN_CASE names it, so make check stays green meanwhile.  */
+static bool known_bug_wanted(const char *name)
+{
+	const char *wanted = getenv("CK_RUN_CASE");
+
+	return wanted != NULL && strcmp(wanted, name) == 0;
+}
+
+static Suite *script_suite(void)
+{
+	Suite *suite = suite_create("script");
+	TCase *tcase;
+
+	tcase = new_case(suite, "sampling", 120);
+	tcase_add_test(tcase, test_two_samplings);
+	tcase_add_test(tcase, test_ex_and_x_in_order);
+	tcase = new_case(suite, "control", 120);
+	tcase_add_test(tcase, test_control);
+	tcase_add_test(tcase, test_status_last_command);
+	tcase = new_case(suite, "json", 120);
+	tcase_add_test(tcase, test_json);
+	tcase = new_case(suite, "heap", 180);
+	tcase_add_test(tcase, test_heap_windows);
+	tcase = new_case(suite, "errors", 120);
+	tcase_add_test(tcase, test_error_unknown_command);
+	tcase_add_test(tcase, test_error_batch_stops);
+	tcase_add_test(tcase, test_error_bad_pid);
+	tcase_add_test(tcase, test_error_missing_function);
+	tcase_add_test(tcase, test_error_block_without_end);
+	tcase_add_test(tcase, test_error_interrupted);
+	tcase_add_test(tcase, test_error_options);
+	if (known_bug_wanted("bug_define_optional_arg")) {
+		tcase = new_case(suite, "bug_define_optional_arg", 60);
+		tcase_add_test(tcase, test_bug_define_optional_arg);
+	}
+	if (known_bug_wanted("bug_text_flushed")) {
+		tcase = new_case(suite, "bug_text_flushed", 60);
+		tcase_add_test(tcase, test_bug_text_flushed);
+	}
+	return suite;
+}
+
+int main(void)
+{
+	SRunner *runner = srunner_create(script_suite());
+
+	srunner_run_all(runner, CK_NORMAL);
+	int failed = srunner_ntests_failed(runner);
+	srunner_free(runner);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
