@@ -13,6 +13,7 @@
 
 #include "arch/x86_64/regs.h"
 #include "capture/heap_trap.h"
+#include "capture/session_hooks.h"
 #include "cprof/error.h"
 #include "symbolize/resolver.h"
 
@@ -26,14 +27,46 @@ static void on_alarm(int sig)
 	alarm_seen = 1;
 }
 
+/* Our hooks in: the target's own, or a client of the session's.  */
+static int hooks_in(struct cp_heap *h)
+{
+	struct cp_target_hooks hooks = { cp_heap_trap_on_trap,
+					 cp_heap_trap_on_fork,
+					 cp_heap_trap_on_exec, h };
+	if (h->session)
+		return cp_session_hooks_add(h->session, &hooks);
+	cp_target_set_hooks(h->target, &hooks);
+	return 0;
+}
+
+/* And out: nothing of ours is left for a thread to trap on.  */
+static void hooks_out(struct cp_heap *h)
+{
+	if (h->session)
+		cp_session_hooks_remove(h->session, h);
+	else
+		cp_target_set_hooks(h->target, NULL);
+}
+
 int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 		  struct cp_symbols *symbols, struct cp_profile *profile,
 		  const struct cp_heap_options *options, struct cp_heap **out)
+{
+	return cp_heap_start_in(NULL, target, unwinder, symbols, profile,
+				options, out);
+}
+
+int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
+		     struct cp_unwinder *unwinder, struct cp_symbols *symbols,
+		     struct cp_profile *profile,
+		     const struct cp_heap_options *options,
+		     struct cp_heap **out)
 {
 	struct cp_heap *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -CP_E_NOMEM;
 	h->target = target;
+	h->session = session;
 	h->pid = cp_target_pid(target);
 	h->unwinder = unwinder;
 	h->profile = profile;
@@ -62,10 +95,9 @@ int cp_heap_start(struct cp_target *target, struct cp_unwinder *unwinder,
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc < 0)
 		goto fail;
-	struct cp_target_hooks hooks = { cp_heap_trap_on_trap,
-					 cp_heap_trap_on_fork,
-					 cp_heap_trap_on_exec, h };
-	cp_target_set_hooks(target, &hooks);
+	rc = hooks_in(h);
+	if (rc < 0)
+		goto fail;
 	if (cp_target_launched(target)) {
 		/* Wait for the image, then for its entry point.  */
 		h->phase = WAIT_EXEC;
@@ -237,7 +269,7 @@ int cp_heap_finish(struct cp_heap *h)
 						 "cannot restore the byte at "
 						 "%#llx (%s) in %d: %s",
 						 (unsigned long long)h->bps[i].addr,
-						 h->entries[h->bps[i].entry].name,
+						 h->entries[h->bps[i].tag].name,
 						 (int)h->pid, strerror(errno));
 					h->o.warn(h->o.warn_arg, text);
 				}
@@ -273,10 +305,10 @@ int cp_heap_finish(struct cp_heap *h)
 		 * ours is left for them to trap on, and a trap now is the
 		 * target's own.  The target stays attached, usable for
 		 * sampling, a dump, or heap tracing again.  */
-		cp_target_set_hooks(h->target, NULL);
+		hooks_out(h);
 		cp_target_release_all(h->target);
 	}
-	cp_target_set_hooks(h->target, NULL);
+	hooks_out(h);
 	return rc;
 }
 
@@ -325,7 +357,7 @@ void cp_heap_free(struct cp_heap *h)
 	cp_resolver_finish(h->resolver);
 	free(h->threads);
 	cp_heaptable_free(h->table);
-	free(h->steps);
+	cp_int3_steps_free(&h->steps);
 	cp_capture_slot_free(&h->slot);
 	cp_capture_free(h->capture);
 	free(h->pcs);

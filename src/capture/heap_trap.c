@@ -114,7 +114,7 @@ static void on_return(struct cp_heap *h, struct tstate *ts, uint64_t result)
 
 /* ------------------------------------------------------ breakpoints */
 
-static struct breakpoint *find_bp(struct cp_heap *h, uint64_t addr)
+static struct cp_int3 *find_bp(struct cp_heap *h, uint64_t addr)
 {
 	for (size_t i = 0; i < h->nbps; i++)
 		if (h->bps[i].addr == addr && h->bps[i].inserted)
@@ -122,62 +122,20 @@ static struct breakpoint *find_bp(struct cp_heap *h, uint64_t addr)
 	return NULL;
 }
 
-static int insert_bp(struct cp_heap *h, struct breakpoint *bp)
+static int insert_bp(struct cp_heap *h, struct cp_int3 *bp)
 {
-	uint8_t int3 = INT3, check = 0;
-	if (cp_target_write_mem(h->pid, bp->addr, &int3, 1) < 0 ||
-	    cp_target_read_mem(h->pid, bp->addr, &check, 1) < 0 ||
-	    check != INT3)
-		return -CP_E_SYS;
-	bp->inserted = true;
-	return 0;
-}
-
-/* Put back the original byte of BP in process PID and check it.  */
-int cp_heap_trap_restore(pid_t pid, const struct breakpoint *bp)
-{
-	uint8_t check = 0;
-	for (int attempt = 0; attempt < 3; attempt++) {
-		if (cp_target_write_mem(pid, bp->addr, bp->orig, 1) == 0 &&
-		    cp_target_read_mem(pid, bp->addr, &check, 1) == 0 &&
-		    check == bp->orig[0])
-			return 0;
-	}
-	return -CP_E_SYS;
-}
-
-static int mem_read(void *arg, uint64_t addr, void *buf, size_t len)
-{
-	struct cp_heap *h = arg;
-	return cp_target_read(h->pid, addr, buf, len) == (ssize_t)len ? 0 : -1;
-}
-
-static int mem_write(void *arg, uint64_t addr, void *buf, size_t len)
-{
-	struct cp_heap *h = arg;
-	return cp_target_write(h->pid, addr, buf, len) == 0 ? 0 : -1;
+	return cp_int3_insert(h->pid, bp);
 }
 
 /* Run BP's displaced instruction at PC on REGS.  Returns 0 or -1.  */
-static int emulate(struct cp_heap *h, const struct breakpoint *bp,
+static int emulate(struct cp_heap *h, const struct cp_int3 *bp,
 		   uint64_t pc, struct user_regs_struct *regs)
 {
-	if (bp->orig[0] == RET) {
-		uint64_t ret;
-		uint64_t sp = cp_regs_sp(regs);
-		if (!cp_heap_read_u64(h->pid, sp, &ret))
-			return -1;
-		cp_abi_set_pc(regs, ret);
-		cp_abi_set_sp(regs, sp + CP_ABI_RET_SLOT);
-		return 0;
-	}
-	return cp_insn_emulate(&bp->insn, pc, regs, mem_read, mem_write, h) < 0
-		       ? -1
-		       : 0;
+	return cp_int3_emulate(h->pid, bp, pc, regs);
 }
 
 /* The breakpoint of ours at ADDR, the loader's included.  */
-struct breakpoint *cp_heap_trap_find(struct cp_heap *h, uint64_t addr)
+struct cp_int3 *cp_heap_trap_find(struct cp_heap *h, uint64_t addr)
 {
 	if (h->loader.inserted && h->loader.addr == addr)
 		return &h->loader;
@@ -190,17 +148,10 @@ struct breakpoint *cp_heap_trap_find(struct cp_heap *h, uint64_t addr)
  * having it costs only the news of dlopen and dlclose.  */
 static void set_loader_bp(struct cp_heap *h, uint64_t addr)
 {
-	struct breakpoint *bp = &h->loader;
-	memset(bp, 0, sizeof(*bp));
-	bp->addr = addr;
-	bp->entry = NO_ENTRY;
-	if (cp_target_read_mem(h->pid, addr, bp->orig, sizeof(bp->orig)) < 0 ||
-	    bp->orig[0] == INT3)
+	struct cp_int3 *bp = &h->loader;
+	bp->tag = NO_ENTRY;
+	if (cp_int3_prepare(h->pid, bp, addr, h->o.force_step) < 0)
 		return;
-	bp->emulate = !h->o.force_step &&
-		      (bp->orig[0] == RET ||
-		       cp_insn_decode(bp->orig, sizeof(bp->orig), &bp->insn) ==
-			       0);
 	if (insert_bp(h, bp) < 0)
 		cp_heap_trap_restore(h->pid, bp);
 }
@@ -233,34 +184,27 @@ int cp_heap_trap_arm(struct cp_heap *h)
 		snprintf(h->s.module[f], sizeof(h->s.module[f]), "%s",
 			 found[f].module);
 		h->s.traced[f] = true;
-		struct breakpoint *alias = find_bp(h, found[f].addr);
+		struct cp_int3 *alias = find_bp(h, found[f].addr);
 		if (alias) {
 			/* An alias (glibc's memalign is aligned_alloc): one
 			 * breakpoint, counted under the first name.  */
 			snprintf(h->s.module[f], sizeof(h->s.module[f]),
-				 "alias of %s", h->entries[alias->entry].name);
+				 "alias of %s", h->entries[alias->tag].name);
 			continue;
 		}
-		struct breakpoint *bp = &h->bps[h->nbps];
-		memset(bp, 0, sizeof(*bp));
-		bp->addr = found[f].addr;
-		bp->entry = (uint32_t)f;
-		if (cp_target_read_mem(h->pid, bp->addr, bp->orig,
-				       sizeof(bp->orig)) < 0) {
-			rc = -CP_E_SYS;
-			goto out;
-		}
-		if (bp->orig[0] == INT3) {
+		struct cp_int3 *bp = &h->bps[h->nbps];
+		bp->tag = (uint32_t)f;
+		rc = cp_int3_prepare(h->pid, bp, found[f].addr,
+				     h->o.force_step);
+		if (rc == -CP_E_INVAL) {
 			/* Someone else's breakpoint (a debugger was here and
 			 * died): leave this entry point alone.  */
 			h->s.traced[f] = false;
+			rc = 0;
 			continue;
 		}
-		/* Not decodable: stepped instead (run_steps), which needs
-		 * no decoding.  */
-		bp->emulate = !h->o.force_step &&
-			      cp_insn_decode(bp->orig, sizeof(bp->orig),
-					     &bp->insn) == 0;
+		if (rc < 0)
+			goto out;
 		rc = insert_bp(h, bp);
 		if (rc < 0)
 			goto out;
@@ -364,17 +308,14 @@ static enum cp_target_trap entry_trap(struct cp_heap *h, pid_t tid,
 /* Let thread TID, stopped at BP's int3 with REGS, go on past the
  * displaced instruction: emulated, or queued for a step with every
  * thread held (run_steps).  */
-static void pass_bp(struct cp_heap *h, pid_t tid, struct breakpoint *bp,
+static void pass_bp(struct cp_heap *h, pid_t tid, struct cp_int3 *bp,
 		    uint64_t pc, struct user_regs_struct *regs)
 {
 	if (!bp->emulate) {
 		cp_abi_set_pc(regs, pc);
 		cp_target_set_regs(h->target, tid, regs);
-		if (!grow((void **)&h->steps, sizeof(*h->steps), h->nsteps + 1,
-			  &h->steps_cap))
+		if (cp_int3_queue(&h->steps, tid) < 0)
 			cp_heap_fail(h, -CP_E_NOMEM);
-		else
-			h->steps[h->nsteps++] = tid;
 		return;
 	}
 	if (emulate(h, bp, pc, regs) < 0) {
@@ -433,7 +374,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		return entry_trap(h, tid, &regs, hold);
 	if (h->loader.inserted && pc == h->loader.addr)
 		return loader_trap(h, tid, &regs, hold);
-	struct breakpoint *bp = find_bp(h, pc);
+	struct cp_int3 *bp = find_bp(h, pc);
 	if (!bp)
 		return CP_TRAP_NOT_OURS;
 	struct tstate *ts = tstate(h, tid, true);
@@ -474,8 +415,8 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 	bool outer = !ts->in_call && !vfork_child;
 	bool want_stack = false;
 	if (outer) {
-		const struct cp_heap_entry *e = &h->entries[bp->entry];
-		h->s.calls[bp->entry]++;
+		const struct cp_heap_entry *e = &h->entries[bp->tag];
+		h->s.calls[bp->tag]++;
 		if (e->kind == CP_HEAP_KIND_REALLOC)
 			h->s.reallocs++;
 		if (e->result == CP_HEAP_RESULT_NONE) {
@@ -483,7 +424,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 			h->free_sp = sp;
 			struct cp_heap_event ev = {
 				.kind = CP_HEAP_EV_FREE,
-				.entry = bp->entry,
+				.entry = bp->tag,
 				.addr = cp_abi_arg(&regs,
 						   (unsigned)e->ptr_arg),
 				.tid = tid,
@@ -509,7 +450,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 			uint64_t fake = pc;
 			if (ret && cp_target_write(h->pid, sp, &fake, 8) == 0) {
 				ts->in_call = true;
-				ts->entry = bp->entry;
+				ts->entry = bp->tag;
 				ts->slot = sp;
 				ts->ret = ret;
 				ts->fake = fake;
@@ -526,12 +467,8 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		 * from the main loop (not from inside this callback).  */
 		cp_abi_set_pc(&regs, pc);
 		cp_target_set_regs(h->target, tid, &regs);
-		if (!grow((void **)&h->steps, sizeof(*h->steps), h->nsteps + 1,
-			  &h->steps_cap)) {
+		if (cp_int3_queue(&h->steps, tid) < 0)
 			cp_heap_fail(h, -CP_E_NOMEM);
-		} else {
-			h->steps[h->nsteps++] = tid;
-		}
 	} else {
 		if (emulate(h, bp, pc, &regs) < 0) {
 			/* Cannot continue it correctly: rewind so it runs the
@@ -561,21 +498,21 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
  * back for one instruction, the int3 again.  */
 void cp_heap_trap_run_steps(struct cp_heap *h)
 {
-	if (!h->nsteps)
+	if (!h->steps.n)
 		return;
 	cp_target_hold_all(h->target);
 	/* An execve while the threads were stopped replaced the image our
 	 * breakpoints were in (phase DONE): the same addresses are other code
 	 * now, and must not get our bytes.  Before tracing, in launch mode,
 	 * the loader's breakpoint is stepped too.  */
-	for (size_t i = 0; i < h->nsteps &&
+	for (size_t i = 0; i < h->steps.n &&
 			   (h->phase == TRACING || h->phase == WAIT_ENTRY);
 	     i++) {
-		pid_t tid = h->steps[i];
+		pid_t tid = h->steps.tids[i];
 		struct user_regs_struct regs;
 		if (cp_target_get_regs(h->target, tid, &regs) < 0)
 			continue;
-		struct breakpoint *bp = cp_heap_trap_find(h, cp_regs_pc(&regs));
+		struct cp_int3 *bp = cp_heap_trap_find(h, cp_regs_pc(&regs));
 		if (!bp)
 			continue;
 		if (cp_heap_trap_restore(h->pid, bp) < 0) {
@@ -587,7 +524,7 @@ void cp_heap_trap_run_steps(struct cp_heap *h)
 		if (insert_bp(h, bp) < 0)
 			cp_heap_fail(h, -CP_E_SYS);
 	}
-	h->nsteps = 0;
+	h->steps.n = 0;
 	cp_target_release_all(h->target);
 }
 
@@ -646,7 +583,7 @@ void cp_heap_trap_on_exec(void *arg)
 	 * queued for it.  */
 	for (size_t i = 0; i < h->nbps; i++)
 		h->bps[i].inserted = false;
-	h->nsteps = 0;
+	h->steps.n = 0;
 	h->entry.inserted = false;
 	h->loader.inserted = false;
 	h->nthreads = 0;

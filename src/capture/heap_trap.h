@@ -11,26 +11,17 @@
 #include <time.h>
 
 #include "arch/x86_64/abi.h"
+#include "capture/int3.h"
 #include "cprof/capture.h"
 #include "cprof/heap.h"
 #include "cprof/heaptable.h"
 #include "cprof/insn.h"
+#include "cprof/session.h"
 #include "cprof/target.h"
 
-#define INT3 0xcc /* x86: the breakpoint instruction */
-#define RET 0xc3  /* x86: a near return */
-
-/* One int3 of ours.  */
-struct breakpoint {
-	uint64_t addr;
-	uint8_t orig[CP_INSN_MAX]; /* the code bytes before we wrote */
-	struct cp_insn insn;       /* the displaced instruction */
-	bool emulate;              /* else: step it with all threads held */
-	bool inserted;
-	uint32_t entry;            /* its row of cp_heap_entries; NO_ENTRY:
-				    * the loader's or the entry point's */
-};
-
+/* The int3s of heap tracing are struct cp_int3 (capture/int3.h), their
+ * TAG the row of cp_heap_entries they trace, or NO_ENTRY: the loader's
+ * or the entry point's.  */
 #define NO_ENTRY UINT32_MAX
 
 /* What we know of one thread.  */
@@ -49,6 +40,8 @@ enum phase { WAIT_EXEC, WAIT_ENTRY, TRACING, DONE };
 
 struct cp_heap {
 	struct cp_target *target;
+	struct cp_session *session; /* whose hook list ours are in, or NULL:
+				     * the target's hooks are ours */
 	pid_t pid;
 	struct cp_unwinder *unwinder;
 	struct cp_profile *profile;
@@ -57,10 +50,10 @@ struct cp_heap {
 	enum phase phase;
 	const struct cp_heap_entry *entries; /* the descriptor table */
 	size_t nentries;
-	struct breakpoint bps[CP_HEAP_MAX_ENTRIES];
+	struct cp_int3 bps[CP_HEAP_MAX_ENTRIES];
 	size_t nbps;
-	struct breakpoint entry;  /* launch mode: at the program's entry */
-	struct breakpoint loader; /* at the dynamic linker's r_brk */
+	struct cp_int3 entry;  /* launch mode: at the program's entry */
+	struct cp_int3 loader; /* at the dynamic linker's r_brk */
 	uint64_t r_debug;         /* its struct r_debug, 0 when unknown */
 	struct cp_symbols *symbols;
 	char where[256];          /* modules the breakpoints are in */
@@ -69,8 +62,7 @@ struct cp_heap {
 	size_t nthreads, threads_cap;
 	struct cp_heaptable *table; /* what the events add up to */
 	uint64_t t0_ns;           /* tracing began (0: not yet) */
-	pid_t *steps;             /* threads held for a fallback step */
-	size_t nsteps, steps_cap;
+	struct cp_int3_steps steps; /* threads held for a fallback step */
 	struct cp_capture *capture; /* the capture path (cprof/capture.h) */
 	struct cp_capture_slot slot; /* what the last entry took */
 	uint64_t *pcs;
@@ -102,6 +94,14 @@ static inline void cp_heap_fail(struct cp_heap *h, int rc)
 		h->error = rc;
 }
 
+/* cp_heap_start for a session: our hooks go into SESSION's list
+ * (capture/session_hooks.h) instead of being the target's.  */
+int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
+		     struct cp_unwinder *unwinder, struct cp_symbols *symbols,
+		     struct cp_profile *profile,
+		     const struct cp_heap_options *options,
+		     struct cp_heap **out);
+
 /* Find the entry points and set the breakpoints; tracing begins.
  * Returns 0, -CP_E_NOALLOC or another -CP_E_* code.  */
 int cp_heap_trap_arm(struct cp_heap *heap);
@@ -117,10 +117,13 @@ void cp_heap_trap_on_exec(void *arg);
 void cp_heap_trap_run_steps(struct cp_heap *heap);
 
 /* The breakpoint of ours at ADDR (the loader's included), or NULL.  */
-struct breakpoint *cp_heap_trap_find(struct cp_heap *heap, uint64_t addr);
+struct cp_int3 *cp_heap_trap_find(struct cp_heap *heap, uint64_t addr);
 
 /* Put back the original byte of BP in process PID and check it.
  * Returns 0 or -CP_E_SYS.  */
-int cp_heap_trap_restore(pid_t pid, const struct breakpoint *bp);
+static inline int cp_heap_trap_restore(pid_t pid, const struct cp_int3 *bp)
+{
+	return cp_int3_restore(pid, bp);
+}
 
 #endif

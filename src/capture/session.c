@@ -21,6 +21,9 @@
 #include "cprof/symbols.h"
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
+#include "capture/heap_trap.h"
+#include "capture/session_hooks.h"
+#include "symbolize/lookup.h"
 
 struct cp_session {
 	struct cp_session_config config;
@@ -45,12 +48,30 @@ struct cp_session {
 	struct cp_heap_options heap_options;
 	bool heap_on;                 /* breakpoints in */
 	bool heap_resolved;           /* its symbolizer thread is done */
+	/* hook dispatch (capture/session_hooks.h) */
+	struct cp_target_hooks clients[CP_SESSION_HOOKS_MAX];
+	size_t nclients;
+	unsigned forks_needed;        /* users of fork following */
+	/* the caller's thread's symbolizer (lookups, backtraces) */
+	struct cp_symbols *lookup;
+	/* inspection */
+	uint64_t attached_ns;         /* CLOCK_MONOTONIC of the attach, 0 */
+	uint64_t cpu_at_attach_ns;    /* our CPU time then */
+	uint64_t cpu_attached_ns;     /* accumulated by finished attachments */
 };
 
 static uint64_t monotonic_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The CPU time of the whole calling process (every thread).  */
+static uint64_t process_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -74,12 +95,115 @@ int cp_session_new(const struct cp_session_config *config,
 	return 0;
 }
 
+/* ------------------------------------------------------ hook dispatch */
+
+/* The target's one hook set: every client in turn.  A client may take
+ * itself out while it handles a trap (it is called from a copy).  */
+static enum cp_target_trap dispatch_trap(void *arg, pid_t tid, bool hold)
+{
+	struct cp_session *s = arg;
+	for (size_t i = 0; i < s->nclients; i++) {
+		struct cp_target_hooks c = s->clients[i];
+		if (c.on_trap && c.on_trap(c.arg, tid, hold) == CP_TRAP_HANDLED)
+			return CP_TRAP_HANDLED;
+	}
+	return CP_TRAP_NOT_OURS;
+}
+
+static void dispatch_fork(void *arg, pid_t parent, pid_t child, bool vfork)
+{
+	struct cp_session *s = arg;
+	for (size_t i = 0; i < s->nclients; i++) {
+		struct cp_target_hooks c = s->clients[i];
+		if (c.on_fork)
+			c.on_fork(c.arg, parent, child, vfork);
+	}
+}
+
+static void dispatch_exec(void *arg)
+{
+	struct cp_session *s = arg;
+	for (size_t i = 0; i < s->nclients; i++) {
+		struct cp_target_hooks c = s->clients[i];
+		if (c.on_exec)
+			c.on_exec(c.arg);
+	}
+}
+
+int cp_session_hooks_add(struct cp_session *s,
+			 const struct cp_target_hooks *hooks)
+{
+	if (!s->target)
+		return -CP_E_GONE;
+	if (s->nclients == CP_SESSION_HOOKS_MAX)
+		return -CP_E_BUSY;
+	s->clients[s->nclients++] = *hooks;
+	return 0;
+}
+
+void cp_session_hooks_remove(struct cp_session *s, void *arg)
+{
+	for (size_t i = 0; i < s->nclients; i++)
+		if (s->clients[i].arg == arg) {
+			memmove(&s->clients[i], &s->clients[i + 1],
+				(s->nclients - i - 1) * sizeof(*s->clients));
+			s->nclients--;
+			return;
+		}
+}
+
+int cp_session_forks_need(struct cp_session *s, bool need)
+{
+	if (need)
+		s->forks_needed++;
+	else if (s->forks_needed)
+		s->forks_needed--;
+	if (!s->target || cp_target_exited(s->target))
+		return need ? -CP_E_GONE : 0;
+	return cp_target_set_follow_forks(s->target, s->config.follow_forks ||
+							     s->forks_needed);
+}
+
+struct cp_symbols *cp_session_lookup_symbols(struct cp_session *s)
+{
+	if (!s->lookup && s->space) {
+		struct cp_symbols_options so = {
+			.debuginfo_dirs = s->config.debuginfo_dirs,
+			.n_debuginfo_dirs = s->config.n_debuginfo_dirs,
+			.no_demangle = s->config.no_demangle,
+			.no_dwarf = s->config.no_dwarf,
+			.warn = s->config.warn,
+			.warn_arg = s->config.warn_arg,
+		};
+		if (cp_symbols_new_in(s->space, &so, &s->lookup) < 0)
+			s->lookup = NULL;
+	}
+	return s->lookup;
+}
+
+struct cp_unwinder *cp_session_unwinder(struct cp_session *s)
+{
+	return s->unwinder;
+}
+
+/* ------------------------------------------------------------ attach */
+
 /* The unwinder and the symbolizer of the attached target.  */
 static int set_up(struct cp_session *s)
 {
 	s->pid = cp_target_pid(s->target);
 	if (s->config.cancel)
 		cp_target_set_cancel(s->target, s->config.cancel);
+	/* Installed once: heap tracing, breakpoints and profiling a
+	 * function add themselves to the list.  */
+	struct cp_target_hooks dispatcher = { dispatch_trap, dispatch_fork,
+					      dispatch_exec, s };
+	s->nclients = 0;
+	s->forks_needed = 0;
+	cp_target_set_hooks(s->target, &dispatcher);
+	s->attached_ns = monotonic_ns();
+	s->cpu_at_attach_ns = process_cpu_ns();
+	s->cpu_attached_ns = 0;
 	int rc = cp_addrspace_new(s->pid, &s->space);
 	if (rc < 0)
 		return rc;
@@ -115,6 +239,8 @@ bool cp_session_niced(const struct cp_session *s)
 
 static void tear_down(struct cp_session *s)
 {
+	cp_symbols_free(s->lookup);
+	s->lookup = NULL;
 	cp_symbols_free(s->symbols);
 	cp_unwinder_free(s->unwinder);
 	cp_addrspace_free(s->space);
@@ -431,7 +557,7 @@ int cp_session_heap_start(struct cp_session *s,
 	take_priority(s);
 	/* The children of a fork must lose our breakpoints before they
 	 * run.  */
-	int rc = cp_target_set_follow_forks(s->target, true);
+	int rc = cp_session_forks_need(s, true);
 	s->heap_options = *options;
 	s->heap_options.duration = 0;
 	s->heap_options.stop = s->config.cancel;
@@ -440,12 +566,12 @@ int cp_session_heap_start(struct cp_session *s,
 		s->heap_options.warn_arg = s->config.warn_arg;
 	}
 	if (rc == 0)
-		rc = cp_heap_start(s->target, s->unwinder, s->symbols,
-				   s->heap_profile, &s->heap_options, &s->heap);
+		rc = cp_heap_start_in(s, s->target, s->unwinder, s->symbols,
+				      s->heap_profile, &s->heap_options,
+				      &s->heap);
 	cp_procfs_cmdline(s->pid, meta->target, sizeof(meta->target));
 	if (rc < 0) {
-		if (!cp_target_exited(s->target) && !s->config.follow_forks)
-			cp_target_set_follow_forks(s->target, false);
+		cp_session_forks_need(s, false);
 		s->heap = NULL;
 		return rc;
 	}
@@ -475,9 +601,7 @@ int cp_session_heap_stop(struct cp_session *s)
 		return 0;
 	s->heap_on = false;
 	int rc = cp_heap_finish(s->heap);
-	if (s->target && !cp_target_exited(s->target) &&
-	    !s->config.follow_forks)
-		cp_target_set_follow_forks(s->target, false);
+	cp_session_forks_need(s, false);
 	const struct cp_heap_summary *sum = cp_heap_summary(s->heap);
 	cp_profile_meta(s->heap_profile)->duration_nanos =
 		(uint64_t)(sum->duration * 1e9);
@@ -500,6 +624,35 @@ struct cp_profile *cp_session_heap_profile(struct cp_session *s)
 	return s->heap_profile;
 }
 
+/* ---------------------------------------------------------- inspection */
+
+long cp_session_functions(struct cp_session *s, const char *prefix,
+			  bool (*fn)(void *arg, const char *name), void *arg)
+{
+	struct cp_symbols *lookup = cp_session_lookup_symbols(s);
+	if (!lookup)
+		return s->space ? -CP_E_NOMEM : -CP_E_GONE;
+	return cp_symbols_functions(lookup, prefix, fn, arg);
+}
+
+struct cp_addrspace *cp_session_addrspace(struct cp_session *s)
+{
+	return s->target ? s->space : NULL;
+}
+
+uint64_t cp_session_attached_ns(const struct cp_session *s)
+{
+	return s->target ? s->attached_ns : 0;
+}
+
+uint64_t cp_session_cpu_ns(const struct cp_session *s)
+{
+	uint64_t ns = s->cpu_attached_ns;
+	if (s->target)
+		ns += process_cpu_ns() - s->cpu_at_attach_ns;
+	return ns;
+}
+
 /* -------------------------------------------------------------- detach */
 
 int cp_session_detach(struct cp_session *s)
@@ -519,6 +672,7 @@ int cp_session_detach(struct cp_session *s)
 	}
 	int status = cp_target_detach_status(s->target);
 	s->target = NULL;
+	s->cpu_attached_ns += process_cpu_ns() - s->cpu_at_attach_ns;
 	/* The target runs free: now the slow part, the names.  */
 	if (s->sampler) {
 		cp_profile_free(cp_sampler_finish(s->sampler));

@@ -40,6 +40,7 @@
 #include "cprof/tpath.h"
 #include "util/hashidx.h"
 #include "symbolize/modfiles.h"
+#include "symbolize/symbols_int.h"
 
 #define MAX_INLINE 32
 
@@ -1156,4 +1157,17 @@ struct cp_addrspace *cp_symbols_addrspace(const struct cp_symbols *s)
 bool cp_symbols_capture_has(struct cp_symbols *s, uint64_t address)
 {
 	return cp_addrspace_captured(s->space, address);
+}
+
+/* ------------------------------------------ for lookup.c (symbols_int.h) */
+
+Dwfl *cp_symbols_dwfl(struct cp_symbols *s)
+{
+	report(s);
+	return s->dwfl;
+}
+
+const char *cp_symbols_display_name(struct cp_symbols *s, const char *raw)
+{
+	return display_name(s, raw);
 }

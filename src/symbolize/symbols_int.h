@@ -1,0 +1,20 @@
+/* What the symbolizer lends its neighbours in src/symbolize/ (lookup.c:
+ * names to addresses).  Internal to libcprof.  */
+#ifndef CPROF_SYMBOLS_INT_H
+#define CPROF_SYMBOLS_INT_H
+
+#include <elfutils/libdwfl.h>
+
+#include "cprof/symbols.h"
+
+/* The Dwfl of S, its modules reported as the target's mappings are now
+ * (one re-read of them).  Borrowed until cp_symbols_free; used only by
+ * the thread that uses S.  */
+Dwfl *cp_symbols_dwfl(struct cp_symbols *s);
+
+/* RAW (a symbol table's name) as S prints it: the version suffix
+ * dropped, demangled unless no_demangle.  Borrowed until
+ * cp_symbols_free.  */
+const char *cp_symbols_display_name(struct cp_symbols *s, const char *raw);
+
+#endif
