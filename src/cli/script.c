@@ -532,9 +532,11 @@ static int run_definition(struct script *s, struct definition *d,
 			    !isalnum((unsigned char)p[5])) {
 				int k = p[4] - '0';
 				if (k >= argc) {
-					rc = script_error(s, "missing argument "
-							  "%d in %s", k, d->name);
-					break;
+					/* left as it is: an error only if
+					 * the line runs (an if $argc > 1
+					 * branch may not) */
+					line[used++] = *p++;
+					continue;
 				}
 				used += (size_t)snprintf(line + used,
 							 sizeof(line) - used,
@@ -824,6 +826,9 @@ int exec_line(struct script *s, const char *text, struct script_reader *r)
 		say_error(s, cmd ? cmd->name : word, pushed, r);
 	else if (pushed && rc < 0)
 		out_pop(s, ",\"ok\":false");
+	/* Each answer is out before the next line is read (a program
+	 * driving us through pipes waits for it).  */
+	fflush(stdout);
 	s->file = saved_file;
 	s->line = saved_line;
 	memcpy(s->command, saved_command, sizeof(saved_command));

@@ -1866,3 +1866,82 @@ static int cmd_help(struct script *s, char *args, struct script_reader *r)
 	out_str(s, "summary", c->summary);
 	return 0;
 }
+
+/* ------------------------------------------------------------ completion */
+
+struct prefix_filter {
+	const char *text;
+	size_t len;
+	bool (*fn)(void *arg, const char *word);
+	void *arg;
+	bool stopped;
+};
+
+static bool offer(struct prefix_filter *pf, const char *word)
+{
+	if (pf->stopped || strncmp(word, pf->text, pf->len) != 0)
+		return !pf->stopped;
+	if (!pf->fn(pf->arg, word))
+		pf->stopped = true;
+	return !pf->stopped;
+}
+
+void script_complete(struct script *s, const char *line, size_t start,
+		     const char *text, bool (*fn)(void *arg, const char *word),
+		     void *arg)
+{
+	struct prefix_filter pf = {text, strlen(text), fn, arg, false};
+	/* The words before the one being completed.  */
+	char before[1024];
+	snprintf(before, sizeof(before), "%.*s", (int)start, line);
+	char *argv[8];
+	int n = words(before, argv, 8);
+	if (n == 0 || (n == 1 && strcmp(argv[0], "help") == 0)) {
+		for (const struct command *c = script_commands; c->name; c++)
+			if (!offer(&pf, c->name))
+				return;
+		for (size_t i = 0; block_words[i]; i++)
+			if (!offer(&pf, block_words[i]))
+				return;
+		for (size_t i = 0; i < s->ndefs; i++)
+			if (!offer(&pf, s->defs[i].name))
+				return;
+		return;
+	}
+	const struct command *c = command_find(argv[0]);
+	if (!c)
+		return;
+	if (strcmp(c->name, "thread") == 0) {
+		static const char *const seq[] = {"apply", "all", "bt"};
+		if (n <= 3 && offer(&pf, seq[n - 1]))
+			return;
+		return;
+	}
+	const char *const *subs = command_subcommands(c->name);
+	if (subs && n == 1) {
+		for (size_t i = 0; subs[i]; i++)
+			if (!offer(&pf, subs[i]))
+				return;
+		return;
+	}
+	bool functions = strcmp(c->name, "break") == 0 ||
+			 strcmp(c->name, "tbreak") == 0 ||
+			 (strcmp(c->name, "profile") == 0 && n == 1);
+	if (functions && cp_session_attached(s->session) &&
+	    !cp_session_target_exited(s->session)) {
+		cp_session_functions(s->session, text, fn, arg);
+		return;
+	}
+	if (strcmp(c->name, "backtrace") == 0 && n == 1 &&
+	    cp_session_attached(s->session)) {
+		size_t nt = 0;
+		struct cp_thread *th =
+			cp_target_threads(cp_session_target(s->session), &nt);
+		for (size_t i = 0; i < nt; i++) {
+			char tid[16];
+			snprintf(tid, sizeof(tid), "%d", (int)th[i].tid);
+			if (!offer(&pf, tid))
+				return;
+		}
+	}
+}
