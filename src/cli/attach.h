@@ -41,6 +41,7 @@ struct options {
 	bool heap;
 	int heap_metric;
 	size_t top;
+	bool top_view;          /* --top without --heap: the live view */
 	pid_t pid;
 	char **command;
 	/* Scripting (attach_script.c): -x FILE and -ex COMMAND in the

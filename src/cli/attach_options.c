@@ -76,6 +76,8 @@ static const char usage_text[] =
 	"      --heap-metric METRIC live-bytes (default), alloc-bytes, live-count or\n"
 	"                           alloc-count: the weight of a stack in folded and svg\n"
 	"      --top N              sites listed per table of the heap report (default 10)\n"
+	"      --top                without --heap: a live full-screen view of the hottest\n"
+	"                           functions, redrawn every second (? for its keys)\n"
 	"  -x FILE                  run the commands in FILE (repeatable; see SCRIPTING\n"
 	"                           in cprof-attach(1))\n"
 	"  -ex, --eval-command CMD  run the command CMD (repeatable; with -x, in the\n"
@@ -171,7 +173,8 @@ void parse_options(int argc, char **argv, struct options *o)
 		{"min-samples", required_argument, NULL, OPT_MIN_SAMPLES},
 		{"heap", no_argument, NULL, OPT_HEAP},
 		{"heap-metric", required_argument, NULL, OPT_HEAP_METRIC},
-		{"top", required_argument, NULL, OPT_TOP},
+		/* --heap --top N, or --top alone: the live view.  */
+		{"top", optional_argument, NULL, OPT_TOP},
 		{"eval-command", required_argument, NULL, OPT_EVAL},
 		{"batch", no_argument, NULL, OPT_BATCH},
 		{"json", no_argument, NULL, OPT_JSON},
@@ -200,6 +203,11 @@ void parse_options(int argc, char **argv, struct options *o)
 		else if (strcmp(argv[i], "-batch") == 0)
 			argv[i] = "--batch";
 	}
+	/* --top means two things: with --heap, the sites per table of the
+	 * report (--top N); without, the live view (no value).  */
+	bool heap_asked = false;
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		heap_asked |= strcmp(argv[i], "--heap") == 0;
 	bool mode_given = false;
 	while ((c = getopt_long(argc, argv, "-:d:F:o:p:t:x:qvhV", longopts,
 				NULL)) != -1) {
@@ -299,6 +307,19 @@ void parse_options(int argc, char **argv, struct options *o)
 			metric_given = true;
 			break;
 		case OPT_TOP:
+			if (!heap_asked) {
+				if (optarg)
+					die_usage("--top=%s: a number of sites is for --heap; without it, --top (no value) is the live view",
+						  optarg);
+				o->top_view = true;
+				mode_given = true;
+				break;
+			}
+			/* An optional argument is taken only as --top=N.  */
+			if (!optarg && optind < argc)
+				optarg = argv[optind++];
+			if (!optarg)
+				die_usage("option '--top' needs a value");
 			o->top = (size_t)parse_long(optarg, "number of sites",
 						    1, 1000000);
 			top_given = true;
@@ -348,6 +369,8 @@ void parse_options(int argc, char **argv, struct options *o)
 		}
 	}
 	o->script = o->n_script_items > 0 || o->batch || o->json;
+	if (o->top_view && (o->script || o->dump || o->output || o->format))
+		die_usage("--top is a live view of its own: -x, -ex, --batch, --json, --dump, -o and --format do not apply (in a script: top)");
 	if (o->script && mode_given)
 		die_usage("--heap and --dump are for one run: in a script, use heap start/stop and dump");
 	if (o->script && o->output)
@@ -368,6 +391,8 @@ void parse_options(int argc, char **argv, struct options *o)
 			die_usage("give a PID or -- COMMAND, not both");
 		if (o->dump)
 			die_usage("--dump needs the PID of a running process");
+		if (o->top_view)
+			die_usage("--top needs the PID of a running process (a launched command would write over the view)");
 		o->command = &argv[optind];
 		if (o->ntids)
 			die_usage("--tid cannot be used with a launched COMMAND");

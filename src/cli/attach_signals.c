@@ -34,6 +34,7 @@
 
 
 #include "attach.h"
+#include "top.h"
 
 /* The only globals: what the signal handlers need.  */
 volatile sig_atomic_t stop_requested;  /* first SIGINT/TERM/HUP */
@@ -130,6 +131,8 @@ void on_stop_signal(int sig, siginfo_t *info, void *context)
 		if (!copy && !force_requested) {
 			force_requested = 1;
 			if (!target_written) {
+				/* The live view's terminal, as it was.  */
+				top_terminal_restore();
 				say_now("cprof-attach: interrupted again: exiting "
 					"at once, without a profile\n");
 				_exit(own_failure);

@@ -23,6 +23,7 @@
 #include "cprof/symbols.h"
 
 #include "attach.h"
+#include "top.h"
 
 static uint64_t monotonic_now(void)
 {
@@ -330,6 +331,23 @@ out:
 	return exit_code;
 }
 
+/* --top: the live view until q, Ctrl-C, -d or the target's exit;
+ * detach.  Returns the exit code.  */
+static int run_top(const struct options *o, struct cp_session *session)
+{
+	struct top_config tc = {
+		.frequency = o->frequency,
+		.wall = o->wall,
+		.max_depth = o->max_depth,
+		.duration = o->duration,
+		.stop = &stop_requested,
+		.force = &force_requested,
+	};
+	int exit_code = top_run(session, &tc);
+	detach(session);
+	return exit_code;
+}
+
 int main(int argc, char **argv)
 {
 	cli_program = "cprof-attach";
@@ -364,7 +382,7 @@ int main(int argc, char **argv)
 	 * before the target is touched.  A script writes where its write
 	 * commands say.  */
 	char output_error[PATH_MAX + 256];
-	int rc = o.script ? 0
+	int rc = o.script || o.top_view ? 0
 			  : cp_output_open(o.output, &out, output_error,
 					   sizeof(output_error));
 	if (rc < 0) {
@@ -404,6 +422,12 @@ int main(int argc, char **argv)
 		exit_code = run_script(&o, session);
 		goto out;
 	}
+	if (o.top_view && !top_has_terminal()) {
+		message("--top needs a terminal: standard input and output "
+			"are not one");
+		exit_code = EXIT_USAGE;
+		goto out;
+	}
 	rc = start(&o, session);
 	if (rc != 0) {
 		exit_code = rc;
@@ -415,7 +439,9 @@ int main(int argc, char **argv)
 		message("attached to %d (%zu threads), %u Hz",
 			(int)cp_session_pid(session), n, o.frequency);
 	}
-	if (o.heap)
+	if (o.top_view)
+		exit_code = run_top(&o, session);
+	else if (o.heap)
 		exit_code = run_heap(&o, session, out, argc, argv);
 	else if (o.dump)
 		exit_code = run_dump(&o, session, out);
