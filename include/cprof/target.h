@@ -29,6 +29,8 @@ struct cp_thread {
 	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */
 	uint64_t interrupt_ns;/* CLOCK_MONOTONIC time it was sent */
 	bool stopped;         /* in a ptrace-stop that we are holding */
+	bool kept;            /* held for the caller (at a breakpoint):
+			       * stays stopped until cp_target_unkeep */
 	bool vfork_child;     /* a vfork child sharing the target's memory,
 			       * traced only until it execs or exits */
 	bool zombie_leader;   /* the group leader exited while other
@@ -195,6 +197,15 @@ int cp_target_snapshot_stack(struct cp_target *target, pid_t tid,
 /* Let a thread stopped by cp_target_stop run again (PTRACE_CONT, or
  * PTRACE_LISTEN when it is in a group-stop).  */
 int cp_target_resume(struct cp_target *target, pid_t tid);
+
+/* Keep the stopped thread TID held for the caller (a thread at a
+ * breakpoint, reported and waiting for "continue"): cp_target_resume and
+ * cp_target_release_all leave it stopped.  Returns 0 or -CP_E_GONE (no
+ * such thread, or it is not stopped).  */
+int cp_target_keep(struct cp_target *target, pid_t tid);
+
+/* Let the kept thread TID run again.  Returns 0 or -CP_E_GONE.  */
+int cp_target_unkeep(struct cp_target *target, pid_t tid);
 
 /* Learn where the stack of TID ends from its stack pointer SP, so later
  * snapshots copy exactly the used stack.  Reads /proc/PID/maps when needed,

@@ -10,10 +10,14 @@
 #include "cprof/session.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cprof/addrspace.h"
 #include "cprof/error.h"
@@ -21,6 +25,8 @@
 #include "cprof/symbols.h"
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
+#include "arch/x86_64/waits.h"
+#include "capture/breaks.h"
 #include "capture/heap_trap.h"
 #include "capture/session_hooks.h"
 #include "symbolize/lookup.h"
@@ -54,6 +60,9 @@ struct cp_session {
 	unsigned forks_needed;        /* users of fork following */
 	/* the caller's thread's symbolizer (lookups, backtraces) */
 	struct cp_symbols *lookup;
+	/* breakpoints (capture/breaks.c), made at the first insertion */
+	struct cp_breaks *breaks;
+	bool breaks_forks;            /* they count in forks_needed */
 	/* inspection */
 	uint64_t attached_ns;         /* CLOCK_MONOTONIC of the attach, 0 */
 	uint64_t cpu_at_attach_ns;    /* our CPU time then */
@@ -624,6 +633,354 @@ struct cp_profile *cp_session_heap_profile(struct cp_session *s)
 	return s->heap_profile;
 }
 
+/* --------------------------------------------------------- breakpoints */
+
+/* The breakpoints' share of fork following: while there are any.  */
+static void breaks_forks(struct cp_session *s)
+{
+	bool need = cp_breaks_count(s->breaks) > 0;
+	if (need != s->breaks_forks) {
+		s->breaks_forks = need;
+		cp_session_forks_need(s, need);
+	}
+}
+
+int cp_session_break_insert(struct cp_session *s, const char *location,
+			    bool temporary, int *id)
+{
+	if (!s->target || cp_target_exited(s->target))
+		return -CP_E_GONE;
+	struct cp_symbols *lookup = cp_session_lookup_symbols(s);
+	if (!lookup)
+		return -CP_E_NOMEM;
+	struct cp_place place;
+	int rc = cp_symbols_locate(lookup, location, 0, &place);
+	if (rc < 0)
+		return rc;
+	if (!s->breaks) {
+		rc = cp_breaks_new(s, s->target, &s->breaks);
+		if (rc < 0)
+			return rc;
+	}
+	/* Fork children followed before the int3 is in: none may copy it
+	 * unseen.  */
+	if (!s->breaks_forks) {
+		s->breaks_forks = true;
+		cp_session_forks_need(s, true);
+	}
+	rc = cp_breaks_insert(s->breaks, &place, location, temporary, id);
+	breaks_forks(s);
+	return rc;
+}
+
+int cp_session_break_delete(struct cp_session *s, int id)
+{
+	if (!s->breaks)
+		return -CP_E_INVAL;
+	int rc = cp_breaks_delete(s->breaks, id);
+	breaks_forks(s);
+	return rc;
+}
+
+int cp_session_break_enable(struct cp_session *s, int id, bool enabled)
+{
+	if (!s->breaks)
+		return -CP_E_INVAL;
+	return cp_breaks_enable(s->breaks, id, enabled);
+}
+
+const struct cp_session_break *cp_session_breaks(const struct cp_session *s,
+						 size_t *count)
+{
+	return cp_breaks_list(s->breaks, count);
+}
+
+/* A hit held for the caller and not told yet (a temporary breakpoint
+ * deleted now), into *HIT.  */
+static bool take_hit(struct cp_session *s, struct cp_session_hit *hit)
+{
+	if (!s->breaks || !cp_breaks_take_hit(s->breaks, hit))
+		return false;
+	breaks_forks(s);
+	return true;
+}
+
+static bool stop_set(const struct cp_session *s, volatile sig_atomic_t *stop)
+{
+	return (stop && *stop) || (s->config.cancel && *s->config.cancel);
+}
+
+/* Neither sampling nor heap tracing is on: serve the target's events
+ * (the traps among them) until a hit is held, UNTIL_NS, *STOP or the
+ * target's exit.  The sampler's way of waiting: the signals that end a
+ * wait are blocked while we work and unblocked only inside ppoll, so a
+ * handler setting *STOP is never missed; SIGCHLD (a tracee reported)
+ * comes through a signalfd.  */
+static int idle_wait(struct cp_session *s, uint64_t until_ns,
+		     volatile sig_atomic_t *stop)
+{
+	sigset_t block, saved, wait_mask, chld;
+	sigemptyset(&block);
+	sigaddset(&block, SIGCHLD);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &saved);
+	wait_mask = saved;
+	sigaddset(&wait_mask, SIGCHLD);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	int fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	int rc = fd < 0 ? -CP_E_SYS : 0;
+	while (rc == 0) {
+		cp_target_poll(s->target);
+		if (stop_set(s, stop) || cp_target_exited(s->target) ||
+		    (s->breaks && cp_breaks_has_hit(s->breaks)))
+			break;
+		uint64_t now = monotonic_ns();
+		if (until_ns && now >= until_ns)
+			break;
+		/* At most 100 ms at a time: a stop flag set by a thread
+		 * rather than a signal is seen too.  */
+		uint64_t rel = until_ns ? until_ns - now : 100000000u;
+		if (rel > 100000000u)
+			rel = 100000000u;
+		struct timespec timeout = {(time_t)(rel / 1000000000u),
+					   (long)(rel % 1000000000u)};
+		struct pollfd pfd = {fd, POLLIN, 0};
+		if (ppoll(&pfd, 1, &timeout, &wait_mask) > 0) {
+			struct signalfd_siginfo info[8];
+			while (read(fd, info, sizeof(info)) > 0)
+				;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	return rc;
+}
+
+/* One slice of waiting with a capture engine on: short, so a hit is
+ * told soon after it is held.  */
+#define WAIT_SLICE_NS 20000000u
+
+int cp_session_wait(struct cp_session *s, uint64_t until_ns,
+		    volatile sig_atomic_t *stop, enum cp_session_end *end,
+		    struct cp_session_hit *hit)
+{
+	if (!s->target)
+		return -CP_E_GONE;
+	enum cp_session_end why = CP_SESSION_DEADLINE;
+	struct cp_session_hit got = {0};
+	const struct cp_session_hit *held = cp_session_held(s);
+	int rc = 0;
+	if (held) {
+		/* Still held from the last wait: that is the hit.  */
+		got = *held;
+		why = CP_SESSION_BREAK;
+		goto out;
+	}
+	if (s->breaks)
+		cp_breaks_set_waiting(s->breaks, true);
+	for (;;) {
+		if (take_hit(s, &got)) {
+			why = CP_SESSION_BREAK;
+			break;
+		}
+		if (stop_set(s, stop)) {
+			why = CP_SESSION_STOPPED;
+			break;
+		}
+		if (cp_target_exited(s->target)) {
+			why = CP_SESSION_EXITED;
+			break;
+		}
+		uint64_t now = monotonic_ns();
+		if (until_ns && now >= until_ns)
+			break;
+		uint64_t slice = now + WAIT_SLICE_NS;
+		if (until_ns && until_ns < slice)
+			slice = until_ns;
+		if (s->sampler) {
+			rc = cp_sampler_step(s->sampler, slice, stop, NULL);
+			s->stats = *cp_sampler_stats(s->sampler);
+		} else if (s->heap_on) {
+			enum cp_heap_end he = CP_HEAP_DEADLINE;
+			rc = cp_heap_run_until(s->heap, slice, stop, &he);
+			if (rc == 0 && he == CP_HEAP_EXEC) {
+				why = CP_SESSION_EXEC;
+				break;
+			}
+		} else {
+			rc = idle_wait(s, until_ns, stop);
+		}
+		if (rc < 0)
+			break;
+	}
+	if (s->breaks)
+		cp_breaks_set_waiting(s->breaks, false);
+out:
+	if (s->breaks) {
+		int failed = cp_breaks_take_error(s->breaks);
+		if (failed && s->config.warn) {
+			char text[160];
+			snprintf(text, sizeof(text),
+				 "a breakpoint's byte could not be written "
+				 "back in %d: %s", (int)s->pid,
+				 cp_strerror(failed));
+			s->config.warn(s->config.warn_arg, text);
+		}
+	}
+	if (end)
+		*end = why;
+	if (hit && why == CP_SESSION_BREAK)
+		*hit = got;
+	return rc;
+}
+
+const struct cp_session_hit *cp_session_held(const struct cp_session *s)
+{
+	return s->target ? cp_breaks_held(s->breaks) : NULL;
+}
+
+int cp_session_held_regs(struct cp_session *s, struct user_regs_struct *regs)
+{
+	const struct cp_session_hit *held = cp_session_held(s);
+	if (!held)
+		return -CP_E_NOTHELD;
+	return cp_target_get_regs(s->target, held->tid, regs);
+}
+
+int cp_session_continue(struct cp_session *s)
+{
+	if (!cp_session_held(s))
+		return -CP_E_NOTHELD;
+	return cp_breaks_continue(s->breaks);
+}
+
+/* The stop of a thread we are about to take for a backtrace must not be
+ * collected in place of the sampler's: let the sampler serve the
+ * interrupts it has outstanding first (a few short steps).  */
+static void sampler_settle(struct cp_session *s)
+{
+	for (int tries = 0; s->sampler && tries < 50 &&
+			    cp_target_interrupts_outstanding(s->target);
+	     tries++)
+		cp_sampler_step(s->sampler, monotonic_ns() + 1000000u, NULL,
+				NULL);
+}
+
+/* The frames of SLOT into THREAD, named by SYMBOLS (as cp_dump_capture
+ * does).  */
+static int name_frames(struct cp_capture *capture,
+		       const struct cp_capture_slot *slot,
+		       struct cp_symbols *symbols, size_t max_depth,
+		       struct cp_dump_thread *thread)
+{
+	uint64_t *pcs = malloc(max_depth * sizeof(*pcs));
+	if (!pcs)
+		return -CP_E_NOMEM;
+	size_t npcs = cp_capture_unwind(capture, slot, pcs, max_depth);
+	size_t cap = 0;
+	int rc = 0;
+	cp_symbols_new_epoch(symbols);
+	for (size_t j = 0; j < npcs && rc == 0; j++) {
+		uint64_t pc = cp_unwind_address(pcs[j]);
+		const struct cp_symbol *sym = cp_symbols_lookup(symbols, pc);
+		for (size_t k = 0; k < sym->nframes; k++) {
+			if (thread->nframes == cap) {
+				cap = cap ? cap * 2 : 32;
+				struct cp_dump_frame *grown = realloc(
+					thread->frames, cap * sizeof(*grown));
+				if (!grown) {
+					rc = -CP_E_NOMEM;
+					break;
+				}
+				thread->frames = grown;
+			}
+			thread->frames[thread->nframes++] =
+				(struct cp_dump_frame){
+					/* Return addresses as they are on
+					 * the stack.  */
+					.address = j == 0 ? pc : pc + 1,
+					.frame = &sym->frames[k],
+					.module = sym->module,
+				};
+		}
+	}
+	free(pcs);
+	return rc;
+}
+
+int cp_session_backtrace(struct cp_session *s, pid_t tid, size_t max_depth,
+			 struct cp_dump **out)
+{
+	if (!s->target || cp_target_exited(s->target))
+		return -CP_E_GONE;
+	const struct cp_session_hit *held = cp_session_held(s);
+	if (tid == 0) {
+		if (!held)
+			return -CP_E_NOTHELD;
+		tid = held->tid;
+	}
+	struct cp_thread *th = cp_target_thread(s->target, tid);
+	if (!th)
+		return -CP_E_INVAL;
+	if (max_depth < 1)
+		max_depth = 1;
+	/* Named by the caller's own symbolizer: a sampler's or a heap
+	 * trace's symbolizer thread may own the session's.  */
+	struct cp_symbols *symbols = cp_session_lookup_symbols(s);
+	struct cp_dump *dump = calloc(1, sizeof(*dump));
+	struct cp_capture *capture = NULL;
+	struct cp_capture_slot slot;
+	memset(&slot, 0, sizeof(slot));
+	int rc = -CP_E_NOMEM;
+	if (!symbols || !dump ||
+	    !(dump->threads = calloc(1, sizeof(*dump->threads))))
+		goto out;
+	dump->pid = s->pid;
+	struct cp_dump_thread *t = &dump->threads[0];
+	t->tid = tid;
+	t->syscall = -1;
+	/* The state before our stop (after it, "tracing stop").  */
+	t->state = th->stopped ? 't' : cp_target_thread_state(s->target, th);
+	cp_procfs_comm(s->pid, tid, t->name, sizeof(t->name));
+	rc = cp_capture_new(s->target, s->unwinder, s->config.unwind_mode,
+			    max_depth, &capture);
+	if (rc < 0)
+		goto out;
+	if (th->stopped) {
+		/* Held (at a breakpoint): where it stands.  */
+		rc = cp_capture_take(capture, tid, &slot);
+	} else {
+		sampler_settle(s);
+		rc = cp_target_stop(s->target, tid);
+		if (rc == 0) {
+			rc = cp_capture_take(capture, tid, &slot);
+			/* Our stop broke a wait the kernel does not restart:
+			 * make it a restart (as the dump does).  */
+			struct user_regs_struct regs = slot.snap.regs;
+			if (rc == 0 && cp_waits_undo_eintr(&regs))
+				cp_target_set_regs(s->target, tid, &regs);
+			cp_target_resume(s->target, tid);
+		}
+	}
+	if (rc < 0)
+		goto out;
+	dump->nthreads = 1;
+	rc = name_frames(capture, &slot, symbols, max_depth, t);
+out:
+	cp_capture_slot_free(&slot);
+	cp_capture_free(capture);
+	if (rc < 0) {
+		cp_dump_free(dump);
+		return rc == -CP_E_GONE ? -CP_E_INVAL : rc;
+	}
+	*out = dump;
+	return 0;
+}
+
 /* ---------------------------------------------------------- inspection */
 
 long cp_session_functions(struct cp_session *s, const char *prefix,
@@ -670,6 +1027,11 @@ int cp_session_detach(struct cp_session *s)
 		s->heap_on = false;
 		cp_heap_finish(s->heap);
 	}
+	/* Every int3 out, a held thread let go (at its breakpoint's
+	 * address, the real instruction back).  */
+	cp_breaks_free(s->breaks);
+	s->breaks = NULL;
+	s->breaks_forks = false;
 	int status = cp_target_detach_status(s->target);
 	s->target = NULL;
 	s->cpu_attached_ns += process_cpu_ns() - s->cpu_at_attach_ns;

@@ -1220,8 +1220,28 @@ int cp_target_resume(struct cp_target *target, pid_t tid)
 	struct cp_thread *th = find_thread(target, tid);
 	if (!th || !th->stopped)
 		return -CP_E_GONE;
+	if (th->kept)
+		return 0;
 	th->samples++;
 	return resume(th);
+}
+
+int cp_target_keep(struct cp_target *target, pid_t tid)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	if (!th || !th->stopped)
+		return -CP_E_GONE;
+	th->kept = true;
+	return 0;
+}
+
+int cp_target_unkeep(struct cp_target *target, pid_t tid)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	if (!th || !th->kept)
+		return -CP_E_GONE;
+	th->kept = false;
+	return th->stopped && !target->holding ? resume(th) : 0;
 }
 
 void cp_target_learn_stack(struct cp_target *target, pid_t tid, uint64_t sp)
@@ -1393,7 +1413,7 @@ void cp_target_release_all(struct cp_target *t)
 {
 	t->holding = false;
 	for (size_t i = 0; i < t->nthreads; i++)
-		if (t->threads[i].stopped) {
+		if (t->threads[i].stopped && !t->threads[i].kept) {
 			mend_wait(t->threads[i].tid);
 			resume(&t->threads[i]);
 		}

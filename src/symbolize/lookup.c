@@ -77,10 +77,9 @@ static int compare_modules(const void *a, const void *b, void *arg)
 static int modules_of(struct cp_symbols *s, struct modules *m)
 {
 	memset(m, 0, sizeof(*m));
-	Dwfl *dwfl = cp_symbols_dwfl(s);
-	if (!dwfl)
-		return -CP_E_NOSYM;
+	Dwfl *dwfl = cp_symbols_dwfl_begin(s);
 	if (dwfl_getmodules(dwfl, collect, m, 0) != 0) {
+		cp_symbols_dwfl_end(s);
 		free(m->mods);
 		return -CP_E_NOMEM;
 	}
@@ -351,6 +350,7 @@ int cp_symbols_locate(struct cp_symbols *s, const char *location,
 		rc = locate_line(s, &m, file, line, out);
 	else
 		rc = locate_function(s, &m, location, flags, out);
+	cp_symbols_dwfl_end(s);
 	free(m.mods);
 	return rc;
 }
@@ -413,6 +413,7 @@ long cp_symbols_functions(struct cp_symbols *s, const char *prefix,
 			break;
 	}
 out:
+	cp_symbols_dwfl_end(s);
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);

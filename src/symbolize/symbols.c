@@ -1161,10 +1161,17 @@ bool cp_symbols_capture_has(struct cp_symbols *s, uint64_t address)
 
 /* ------------------------------------------ for lookup.c (symbols_int.h) */
 
-Dwfl *cp_symbols_dwfl(struct cp_symbols *s)
+Dwfl *cp_symbols_dwfl_begin(struct cp_symbols *s)
 {
+	current = s;
 	report(s);
 	return s->dwfl;
+}
+
+void cp_symbols_dwfl_end(struct cp_symbols *s)
+{
+	(void)s;
+	current = NULL;
 }
 
 const char *cp_symbols_display_name(struct cp_symbols *s, const char *raw)

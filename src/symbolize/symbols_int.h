@@ -8,9 +8,12 @@
 #include "cprof/symbols.h"
 
 /* The Dwfl of S, its modules reported as the target's mappings are now
- * (one re-read of them).  Borrowed until cp_symbols_free; used only by
- * the thread that uses S.  */
-Dwfl *cp_symbols_dwfl(struct cp_symbols *s);
+ * (one re-read of them), for libdwfl calls made until
+ * cp_symbols_dwfl_end: its callbacks (which open the modules' files by
+ * the rules of cprof/tpath.h) know S only in between.  Borrowed until
+ * cp_symbols_free; used only by the thread that uses S.  */
+Dwfl *cp_symbols_dwfl_begin(struct cp_symbols *s);
+void cp_symbols_dwfl_end(struct cp_symbols *s);
 
 /* RAW (a symbol table's name) as S prints it: the version suffix
  * dropped, demangled unless no_demangle.  Borrowed until

@@ -1,0 +1,516 @@
+/* Breakpoints through the session API (cprof/session.h, "breakpoints"
+ * and "inspection"), driven directly like check_session: set at a
+ * function or a source line, wait for hits, the held thread's stack,
+ * continue; temporary, disabled, deleted; hits counted while nobody
+ * waits; with sampling on, with heap tracing on; fork children; and
+ * after every test the target untraced, alive, and its code byte for
+ * byte what its files hold.  The fixture is fixtures/trigger.c.  */
+#include <check.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cprof/error.h"
+#include "cprof/session.h"
+#include "testutil.h"
+
+#define READY_TIMEOUT_MS 15000
+#define WAIT_NS 20000000000ull /* a hit comes every few ms; 20 s of slack
+				* for a loaded machine */
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+static void warn_print(void *arg, const char *message)
+{
+	(void)arg;
+	fprintf(stderr, "session warning: %s\n", message);
+}
+
+/* The line of fixtures/trigger.c marked BODY_MARK (the first line of
+ * handle_request's body).  */
+static unsigned body_line(void)
+{
+	char *text = tu_read_file(CP_SOURCE_DIR "/fixtures/trigger.c");
+	ck_assert_ptr_nonnull(text);
+	unsigned line = 1;
+	char *mark = strstr(text, "/* BODY_MARK */");
+	ck_assert_ptr_nonnull(mark);
+	for (char *p = text; p < mark; p++)
+		line += *p == '\n';
+	free(text);
+	return line;
+}
+
+static struct cp_session *attach(pid_t pid)
+{
+	struct cp_session_config config = {.warn = warn_print};
+	struct cp_session *s = NULL;
+	ck_assert_int_eq(cp_session_new(&config, &s), 0);
+	ck_assert_int_eq(cp_session_attach(s, pid, NULL, 0, false, NULL), 0);
+	return s;
+}
+
+static struct tu_proc *start_trigger(int *stdin_fd)
+{
+	struct tu_proc *fx =
+		stdin_fd ? tu_fixture_start_stdin(stdin_fd, "trigger", "120",
+						  NULL)
+			 : tu_fixture_start("trigger", "120", NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_proc_wait_line(fx, "ready", READY_TIMEOUT_MS));
+	return fx;
+}
+
+/* The byte at ADDR in PID, read through /proc/PID/mem.  */
+static int code_byte(pid_t pid, uint64_t addr)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	int fd = open(path, O_RDONLY);
+	unsigned char byte = 0;
+	ssize_t got = fd >= 0 ? pread(fd, &byte, 1, (off_t)addr) : -1;
+	if (fd >= 0)
+		close(fd);
+	return got == 1 ? byte : -1;
+}
+
+static const struct cp_session_break *find_break(struct cp_session *s,
+						 int id)
+{
+	size_t n;
+	const struct cp_session_break *b = cp_session_breaks(s, &n);
+	for (size_t i = 0; i < n; i++)
+		if (b[i].id == id)
+			return &b[i];
+	return NULL;
+}
+
+/* Wait for the next hit; it must be breakpoint ID's.  */
+static struct cp_session_hit wait_hit(struct cp_session *s, int id)
+{
+	enum cp_session_end end = CP_SESSION_DEADLINE;
+	struct cp_session_hit hit = {0};
+	ck_assert_int_eq(cp_session_wait(s, monotonic_ns() + WAIT_NS, NULL,
+					 &end, &hit),
+			 0);
+	ck_assert_int_eq(end, CP_SESSION_BREAK);
+	ck_assert_int_eq(hit.id, id);
+	ck_assert_ptr_nonnull(cp_session_held(s));
+	ck_assert_int_eq(cp_session_held(s)->tid, hit.tid);
+	return hit;
+}
+
+/* The function name of frame I of the one thread of DUMP, or "".  */
+static const char *frame_name(const struct cp_dump *dump, size_t i)
+{
+	const struct cp_dump_thread *t = &dump->threads[0];
+	if (i >= t->nframes || !t->frames[i].frame ||
+	    !t->frames[i].frame->function)
+		return "";
+	return t->frames[i].frame->function;
+}
+
+/* The held thread's stack: FUNCTIONS innermost first, from frame 0.  */
+static void assert_held_stack(struct cp_session *s, const char *const *names,
+			      size_t n)
+{
+	struct cp_dump *dump = NULL;
+	ck_assert_int_eq(cp_session_backtrace(s, 0, 64, &dump), 0);
+	ck_assert_uint_eq(dump->nthreads, 1);
+	ck_assert_int_eq(dump->threads[0].tid, cp_session_held(s)->tid);
+	ck_assert_uint_ge(dump->threads[0].nframes, n);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(strcmp(frame_name(dump, i), names[i]) == 0,
+			      "frame %zu is %s, expected %s", i,
+			      frame_name(dump, i), names[i]);
+	/* The innermost frame is where the breakpoint is.  */
+	ck_assert_uint_eq(dump->threads[0].frames[0].address,
+			  cp_session_held(s)->pc);
+	cp_dump_free(dump);
+}
+
+static const char *const request_stack[] = {"handle_request", "dispatch",
+					    "main"};
+
+/* Detach, and the target: untraced, alive, no failure of its checks, its
+ * code as its files have it.  */
+static void detach_and_check(struct cp_session *s, struct tu_proc *fx)
+{
+	cp_session_detach(s);
+	ck_assert(!cp_session_attached(s));
+	size_t n = 99;
+	cp_session_breaks(s, &n);
+	ck_assert_uint_eq(n, 0);
+	cp_session_free(s);
+	ck_assert_int_eq(tu_traced_tasks(fx->pid), 0);
+	char why[256] = "";
+	ck_assert_msg(tu_code_matches_files(fx->pid, why, sizeof(why)), "%s",
+		      why);
+	/* Still serving requests, each checked.  */
+	long long ticks = tu_proc_cpu_ticks(fx->pid);
+	ck_assert(ticks >= 0 && tu_wait_cpu_ticks(fx->pid, 2, READY_TIMEOUT_MS));
+	ck_assert(tu_proc_state(fx->pid) != 'Z');
+	tu_proc_wait_line(fx, "never", 100);
+	ck_assert_msg(!tu_proc_has_line_prefix(fx, "FAIL"), "%s", fx->output);
+}
+
+START_TEST(break_function)
+{
+	struct tu_proc *fx = start_trigger(NULL);
+	struct cp_session *s = attach(fx->pid);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "handle_request", false,
+						 &id),
+			 0);
+	ck_assert_int_eq(id, 1);
+	const struct cp_session_break *b = find_break(s, id);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_str_eq(b->location, "handle_request");
+	ck_assert_str_eq(b->function, "handle_request");
+	ck_assert_uint_ne(b->addr, 0);
+	ck_assert(b->enabled && !b->temporary);
+	/* After the prologue, as a debugger puts it: on the body's first
+	 * line.  */
+	ck_assert_msg(strlen(b->file) > 9 &&
+			      strcmp(b->file + strlen(b->file) - 9,
+				     "trigger.c") == 0,
+		      "file %s", b->file);
+	ck_assert_uint_eq(b->line, body_line());
+	ck_assert(strstr(b->module, "trigger") != NULL);
+	uint64_t addr = b->addr;
+	ck_assert_int_eq(code_byte(fx->pid, addr), 0xcc);
+
+	for (int round = 0; round < 5; round++) {
+		struct cp_session_hit hit = wait_hit(s, id);
+		ck_assert_int_eq(hit.tid, fx->pid); /* the main thread */
+		ck_assert_uint_eq(hit.pc, addr);
+		struct user_regs_struct regs;
+		ck_assert_int_eq(cp_session_held_regs(s, &regs), 0);
+		ck_assert_uint_eq(regs.rip, addr);
+		assert_held_stack(s, request_stack, 3);
+		/* Waiting again without continuing: the same hit.  */
+		enum cp_session_end end;
+		struct cp_session_hit again = {0};
+		ck_assert_int_eq(cp_session_wait(s, 0, NULL, &end, &again), 0);
+		ck_assert_int_eq(end, CP_SESSION_BREAK);
+		ck_assert_int_eq(again.tid, hit.tid);
+		ck_assert_int_eq(cp_session_continue(s), 0);
+		ck_assert_ptr_null(cp_session_held(s));
+	}
+	ck_assert_int_eq(cp_session_continue(s), -CP_E_NOTHELD);
+	struct cp_dump *dump = NULL;
+	ck_assert_int_eq(cp_session_backtrace(s, 0, 64, &dump), -CP_E_NOTHELD);
+	b = find_break(s, id);
+	ck_assert_uint_ge(b->hits, 5);
+	ck_assert_uint_eq(b->hits - b->passed, 5);
+	detach_and_check(s, fx);
+}
+END_TEST
+
+START_TEST(break_file_line)
+{
+	struct tu_proc *fx = start_trigger(NULL);
+	struct cp_session *s = attach(fx->pid);
+	char where[64];
+	snprintf(where, sizeof(where), "fixtures/trigger.c:%u", body_line());
+	int by_line = 0, by_name = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, where, false, &by_line), 0);
+	const struct cp_session_break *b = find_break(s, by_line);
+	ck_assert_str_eq(b->function, "handle_request");
+	ck_assert_uint_eq(b->line, body_line());
+	uint64_t addr = b->addr;
+	/* The function's breakpoint is at the same address: one byte,
+	 * shared.  */
+	ck_assert_int_eq(cp_session_break_insert(s, "handle_request", false,
+						 &by_name),
+			 0);
+	ck_assert_uint_eq(find_break(s, by_name)->addr, addr);
+	wait_hit(s, by_line);
+	assert_held_stack(s, request_stack, 3);
+	ck_assert_int_eq(cp_session_continue(s), 0);
+	/* Both counted the hit.  */
+	ck_assert_uint_ge(find_break(s, by_name)->hits, 1);
+	/* One deleted: the other's int3 stays, and takes the hits.  */
+	ck_assert_int_eq(cp_session_break_delete(s, by_line), 0);
+	ck_assert_int_eq(code_byte(fx->pid, addr), 0xcc);
+	wait_hit(s, by_name);
+	ck_assert_int_eq(cp_session_continue(s), 0);
+	/* A file name matched only by its end, at a '/'.  */
+	snprintf(where, sizeof(where), "rigger.c:%u", body_line());
+	ck_assert_int_eq(cp_session_break_insert(s, where, false, NULL),
+			 -CP_E_NOSYM);
+	detach_and_check(s, fx);
+}
+END_TEST
+
+START_TEST(temporary_disable_delete)
+{
+	struct tu_proc *fx = start_trigger(NULL);
+	struct cp_session *s = attach(fx->pid);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "handle_request", true,
+						 &id),
+			 0);
+	uint64_t addr = find_break(s, id)->addr;
+	ck_assert(find_break(s, id)->temporary);
+	wait_hit(s, id);
+	/* Deleted once its hit was told, the byte back; the thread held
+	 * until continued.  */
+	ck_assert_ptr_null(find_break(s, id));
+	ck_assert_int_ne(code_byte(fx->pid, addr), 0xcc);
+	ck_assert_ptr_nonnull(cp_session_held(s));
+	ck_assert_int_eq(cp_session_continue(s), 0);
+	enum cp_session_end end;
+	ck_assert_int_eq(cp_session_wait(s, monotonic_ns() + 200000000u, NULL,
+					 &end, NULL),
+			 0);
+	ck_assert_int_eq(end, CP_SESSION_DEADLINE);
+
+	/* Disabled: the byte back, no hit, none counted.  */
+	ck_assert_int_eq(cp_session_break_insert(s, "handle_request", false,
+						 &id),
+			 0);
+	ck_assert_int_eq(id, 2); /* never reused */
+	ck_assert_int_eq(code_byte(fx->pid, addr), 0xcc);
+	ck_assert_int_eq(cp_session_break_enable(s, id, false), 0);
+	ck_assert(!find_break(s, id)->enabled);
+	ck_assert_int_ne(code_byte(fx->pid, addr), 0xcc);
+	uint64_t hits = find_break(s, id)->hits;
+	ck_assert_int_eq(cp_session_wait(s, monotonic_ns() + 200000000u, NULL,
+					 &end, NULL),
+			 0);
+	ck_assert_int_eq(end, CP_SESSION_DEADLINE);
+	ck_assert_uint_eq(find_break(s, id)->hits, hits);
+	/* Enabled again: hit.  */
+	ck_assert_int_eq(cp_session_break_enable(s, id, true), 0);
+	ck_assert_int_eq(code_byte(fx->pid, addr), 0xcc);
+	wait_hit(s, id);
+	ck_assert_int_eq(cp_session_continue(s), 0);
+	/* Deleted: gone from the list, the byte back.  */
+	ck_assert_int_eq(cp_session_break_delete(s, id), 0);
+	ck_assert_int_ne(code_byte(fx->pid, addr), 0xcc);
+	size_t n = 9;
+	cp_session_breaks(s, &n);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(cp_session_break_delete(s, id), -CP_E_INVAL);
+	ck_assert_int_eq(cp_session_break_enable(s, 77, true), -CP_E_INVAL);
+	detach_and_check(s, fx);
+}
+END_TEST
+
+/* Hits while nobody waits (sampling runs) are counted and passed; a
+ * wait while sampling is on reports hits, and the profile still fills.  */
+START_TEST(break_while_sampling)
+{
+	struct tu_proc *fx = start_trigger(NULL);
+	struct cp_session *s = attach(fx->pid);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "handle_request", false,
+						 &id),
+			 0);
+	struct cp_sampler_options so = {.frequency = 199, .max_depth = 64};
+	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	enum cp_session_end end;
+	/* Until the fixture made some requests through the int3.  */
+	for (int i = 0; i < 100 && find_break(s, id)->hits < 10; i++)
+		ck_assert_int_eq(cp_session_sample_run(
+					 s, monotonic_ns() + 100000000u, NULL,
+					 &end),
+				 0);
+	const struct cp_session_break *b = find_break(s, id);
+	ck_assert_uint_ge(b->hits, 10);
+	ck_assert_uint_eq(b->passed, b->hits);
+	ck_assert_ptr_null(cp_session_held(s));
+
+	for (int round = 0; round < 3; round++) {
+		wait_hit(s, id);
+		assert_held_stack(s, request_stack, 3);
+		/* Another thread's stack, stopped for the moment.  */
+		pid_t worker = tu_find_task(fx->pid, "worker");
+		ck_assert_int_gt(worker, 0);
+		struct cp_dump *dump = NULL;
+		ck_assert_int_eq(cp_session_backtrace(s, worker, 64, &dump), 0);
+		ck_assert_int_eq(dump->threads[0].tid, worker);
+		bool crunch = false;
+		for (size_t i = 0; i < dump->threads[0].nframes; i++)
+			crunch |= strcmp(frame_name(dump, i), "crunch") == 0;
+		ck_assert(crunch);
+		cp_dump_free(dump);
+		ck_assert_int_eq(cp_session_continue(s), 0);
+	}
+	ck_assert_int_eq(cp_session_backtrace(s, 999999, 64, &(struct cp_dump *){0}),
+			 -CP_E_INVAL);
+	ck_assert_int_eq(cp_session_sample_run(s, monotonic_ns() + 300000000u,
+					       NULL, &end),
+			 0);
+	ck_assert_int_eq(cp_session_sample_stop(s), 0);
+	ck_assert_uint_gt(cp_profile_total(cp_session_profile(s)), 0);
+	detach_and_check(s, fx);
+}
+END_TEST
+
+/* A breakpoint and heap tracing at once: both see their traps.  */
+START_TEST(break_with_heap)
+{
+	struct tu_proc *fx = tu_fixture_start("heap-pairs", "1000000000", "3",
+					      NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_wait_cpu_ticks(fx->pid, 2, READY_TIMEOUT_MS));
+	struct cp_session *s = attach(fx->pid);
+	struct cp_heap_options ho = {.max_depth = 32};
+	ck_assert_int_eq(cp_session_heap_start(s, &ho), 0);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "pairs_leaf", false, &id),
+			 0);
+	for (int round = 0; round < 3; round++) {
+		wait_hit(s, id);
+		struct cp_dump *dump = NULL;
+		ck_assert_int_eq(cp_session_backtrace(s, 0, 64, &dump), 0);
+		ck_assert_str_eq(frame_name(dump, 0), "pairs_leaf");
+		cp_dump_free(dump);
+		ck_assert_int_eq(cp_session_continue(s), 0);
+	}
+	enum cp_session_end end;
+	ck_assert_int_eq(cp_session_heap_run(s, monotonic_ns() + 300000000u,
+					     NULL, &end),
+			 0);
+	ck_assert_int_eq(cp_session_heap_stop(s), 0);
+	const struct cp_heap_summary *sum = cp_heap_summary(cp_session_heap(s));
+	ck_assert_uint_gt(sum->allocations, 10);
+	/* The breakpoint outlives heap tracing.  */
+	wait_hit(s, id);
+	ck_assert_int_eq(cp_session_continue(s), 0);
+	ck_assert_uint_gt(find_break(s, id)->passed, 0);
+	detach_and_check(s, fx);
+}
+END_TEST
+
+/* A child forked while the int3 is in runs the same code: it must not
+ * die of SIGTRAP.  */
+START_TEST(fork_child_clean)
+{
+	int in = -1;
+	struct tu_proc *fx = start_trigger(&in);
+	struct cp_session *s = attach(fx->pid);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "handle_request", false,
+						 &id),
+			 0);
+	ck_assert_int_eq(write(in, "fork\n", 5), 5);
+	/* Serve the target (the fork event, the parent's hits) until the
+	 * parent says how its child ended.  */
+	for (int i = 0; i < 2000 && !tu_proc_has_line_prefix(fx, "child ") &&
+			!tu_proc_has_line_prefix(fx, "FAIL");
+	     i++) {
+		enum cp_session_end end;
+		ck_assert_int_eq(cp_session_wait(s, monotonic_ns() + 20000000u,
+						 NULL, &end, NULL),
+				 0);
+		if (end == CP_SESSION_BREAK)
+			ck_assert_int_eq(cp_session_continue(s), 0);
+		tu_proc_wait_line(fx, "child ok", 1);
+	}
+	ck_assert_msg(tu_proc_has_line_prefix(fx, "child ok"), "%s",
+		      fx->output);
+	close(in);
+	detach_and_check(s, fx);
+}
+END_TEST
+
+static bool collect(void *arg, const char *name)
+{
+	int *count = arg;
+	if (strcmp(name, "handle_request") == 0)
+		count[0]++;
+	count[1]++;
+	return true;
+}
+
+START_TEST(missing_and_inspection)
+{
+	struct cp_session *s = NULL;
+	ck_assert_int_eq(cp_session_new(NULL, &s), 0);
+	ck_assert_int_eq(cp_session_break_insert(s, "handle_request", false,
+						 NULL),
+			 -CP_E_GONE);
+	ck_assert_int_eq(cp_session_attached_ns(s), 0);
+	ck_assert_ptr_null(cp_session_addrspace(s));
+	cp_session_free(s);
+
+	struct tu_proc *fx = start_trigger(NULL);
+	s = attach(fx->pid);
+	ck_assert_uint_gt(cp_session_attached_ns(s), 0);
+	ck_assert_ptr_nonnull(cp_session_addrspace(s));
+	ck_assert_int_eq(cp_session_break_insert(s, "no_such_function", false,
+						 NULL),
+			 -CP_E_NOSYM);
+	ck_assert_int_eq(cp_session_break_insert(s, "no_such_file.c:10",
+						 false, NULL),
+			 -CP_E_NOSYM);
+	/* A library's function is found too.  */
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "nanosleep", false, &id),
+			 0);
+	ck_assert(strstr(find_break(s, id)->module, "libc") != NULL);
+	ck_assert_int_eq(cp_session_break_delete(s, id), 0);
+	/* Completion: every name with the prefix, once.  */
+	int count[2] = {0, 0};
+	ck_assert_int_eq(cp_session_functions(s, "handle_", collect, count),
+			 count[1]);
+	ck_assert_int_eq(count[0], 1);
+	ck_assert_int_ge(count[1], 1);
+	count[0] = count[1] = 0;
+	ck_assert_int_gt(cp_session_functions(s, "", collect, count), 100);
+	ck_assert_int_eq(count[0], 1);
+	detach_and_check(s, fx);
+}
+END_TEST
+
+static Suite *breaks_suite(void)
+{
+	Suite *suite = suite_create("breaks");
+	const struct {
+		const char *name;
+		const TTest *test;
+	} cases[] = {
+		{"function", break_function},
+		{"file_line", break_file_line},
+		{"temporary_disable_delete", temporary_disable_delete},
+		{"sampling", break_while_sampling},
+		{"heap", break_with_heap},
+		{"fork", fork_child_clean},
+		{"missing", missing_and_inspection},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		TCase *tc = tcase_create(cases[i].name);
+		tcase_add_checked_fixture(tc, NULL, teardown);
+		tcase_set_timeout(tc, 120);
+		_tcase_add_test(tc, cases[i].test, 0, 0, 0, 1);
+		suite_add_tcase(suite, tc);
+	}
+	return suite;
+}
+
+int main(void)
+{
+	SRunner *runner = srunner_create(breaks_suite());
+	srunner_run_all(runner, CK_NORMAL);
+	int failed = srunner_ntests_failed(runner);
+	srunner_free(runner);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
