@@ -41,6 +41,7 @@ static const char usage_text[] =
 	"Usage: cprof-attach [OPTIONS] PID [OPTIONS]\n"
 	"       cprof-attach [OPTIONS] -- COMMAND [ARG...]\n"
 	"       cprof-attach --heap [OPTIONS] PID | -- COMMAND [ARG...]\n"
+	"       cprof-attach --top [OPTIONS] PID\n"
 	"       cprof-attach [-p PID] [-x FILE]... [-ex COMMAND]... [--batch] [--json]\n"
 	"Sample the CPU stacks of a running program from outside, with ptrace;\n"
 	"with --heap, trace its allocations instead.\n"
