@@ -582,6 +582,65 @@ START_TEST(test_thread_filter)
 }
 END_TEST
 
+static bool no_module_column(const char *text, const void *arg)
+{
+	struct row rows[64];
+	return !strstr(text, "MODULE") && rows_of(text, rows, 64) >= 1;
+}
+
+static bool first_row_is(const char *text, const void *arg)
+{
+	struct row rows[64];
+	return rows_of(text, rows, 64) >= 1 &&
+	       strcmp(rows[0].function, arg) == 0;
+}
+
+/* A smaller terminal (KEY_RESIZE): the module's column goes, the table
+ * fits, and Down/Up scroll it by a row (paused, so it holds still).  */
+START_TEST(test_resize_scroll)
+{
+	struct tu_proc *fixture =
+		ready(tu_fixture_start("chain-O0", LONG_RUN, NULL));
+	start_top(fixture->pid, NULL);
+	free(wait_screen(has_row, "chain_gamma", "chain_gamma's row"));
+	keys("n");
+	free(wait_screen(has_text, "sort: name", "sort by name"));
+	keys("p");
+	char *text = wait_screen(has_text, "paused", "paused");
+	struct row all[64];
+	size_t nall = rows_of(text, all, 64);
+	free(text);
+	ck_assert_msg(nall >= 5, "too few rows to scroll");
+	int rc = TMUX(NULL, "resize-window", "-x", "90", "-y", "9");
+	ck_assert_msg(rc == 0, "tmux resize-window failed");
+	text = wait_screen(no_module_column, NULL, "the narrower table");
+	struct row rows[64];
+	size_t n = rows_of(text, rows, 64);
+	ck_assert_msg(n == 4 && strcmp(rows[0].function, all[0].function) == 0,
+		      "9 lines hold 4 rows from %s:\n%s", all[0].function,
+		      text);
+	free(text);
+	keys("Down");
+	text = wait_screen(first_row_is, all[1].function,
+			   "the table scrolled");
+	n = rows_of(text, rows, 64);
+	ck_assert_msg(n == 4 && strcmp(rows[0].function, all[1].function) == 0,
+		      "Down should start the table at %s:\n%s",
+		      all[1].function, text);
+	free(text);
+	keys("Up");
+	text = wait_screen(first_row_is, all[0].function, "the table back");
+	n = rows_of(text, rows, 64);
+	ck_assert_msg(n == 4 && strcmp(rows[0].function, all[0].function) == 0,
+		      "Up should start the table at %s again:\n%s",
+		      all[0].function, text);
+	free(text);
+	keys("q");
+	ck_assert_int_eq(wait_done(), 0);
+	check_terminal_restored();
+}
+END_TEST
+
 /* ? shows the keys; any key goes back to the table.  */
 START_TEST(test_help)
 {
@@ -712,6 +771,7 @@ static Suite *top_suite(void)
 	tcase_add_test(tc, test_pause);
 	tcase_add_test(tc, test_thread_filter);
 	tcase_add_test(tc, test_help);
+	tcase_add_test(tc, test_resize_scroll);
 	tcase_add_test(tc, test_ctrl_c);
 	tcase_add_test(tc, test_duration);
 	tcase_add_test(tc, test_target_exits);
