@@ -1,0 +1,714 @@
+/* The console: cprof-attach's interactive "(cprof) " prompt on a
+ * terminal, with GNU readline's line editing, a history kept in a file
+ * and completion of commands and function names (script_complete).
+ *
+ * Readline is driven through its callback interface, as Python's
+ * readline module does: we wait in poll(2) for a key or a signal, so a
+ * Ctrl-C at the prompt is ours to handle (a fresh prompt) and readline
+ * installs no signal handler of its own (rl_catch_signals 0): while a
+ * command runs, the stop signals keep the meaning the tracing process
+ * gives them (attach_signals.c: the first ends the command, a second
+ * one cprof-attach).  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <readline/history.h>
+#include <readline/readline.h>
+
+#include "attach.h"
+#include "cprof/output.h"
+#include "script.h"
+
+/* Lines kept in the history file unless $CPROF_HISTSIZE says otherwise.  */
+#define HISTORY_SIZE_DEFAULT 1000
+/* While a line is typed, the session is served (script_idle) in slices
+ * of this many milliseconds, keys read between them.  */
+#define IDLE_SLICE_MS 50
+
+/* Words the completion of one word offers (script_complete's).  */
+struct words {
+	char **v;
+	size_t n, cap, next;
+};
+
+struct console {
+	struct script_reader r;
+	struct script *script;
+	char *line;             /* the line last read; readline's malloc */
+	bool got_line;          /* the line handler was called */
+	const char *prompt;     /* the prompt shown */
+	char *histfile;         /* NULL: no history file */
+	int histsize;           /* lines kept; -1: unlimited */
+	int added;              /* history lines added in this run */
+	struct words words;
+	int capture_fd;         /* memfd: what serving the session at the
+				 * prompt printed; -1: printed as it comes */
+};
+
+/* Readline's callbacks take no argument: the console running.  */
+static struct console *console;
+
+/* What the signal handler tells the prompt; a byte on WAKE_PIPE wakes
+ * its poll (the handler may run on another thread of ours).  */
+static volatile sig_atomic_t at_prompt;          /* waiting for a line */
+static volatile sig_atomic_t prompt_interrupted; /* Ctrl-C there */
+static volatile sig_atomic_t resized;            /* SIGWINCH there */
+static volatile sig_atomic_t ending_signal;      /* SIGTERM or SIGHUP */
+static int wake_pipe[2] = {-1, -1};
+
+/* The actions ours replaced, to chain to and to restore.  */
+static struct sigaction saved_int, saved_term, saved_hup, saved_winch;
+static bool installed_int, installed_term, installed_hup, installed_winch;
+
+static struct sigaction *saved_action(int sig)
+{
+	switch (sig) {
+	case SIGINT:
+		return &saved_int;
+	case SIGTERM:
+		return &saved_term;
+	case SIGHUP:
+		return &saved_hup;
+	default:
+		return &saved_winch;
+	}
+}
+
+static void wake(void)
+{
+	if (wake_pipe[1] >= 0) {
+		char byte = 1;
+		ssize_t n = write(wake_pipe[1], &byte, 1);
+		(void)n; /* a full pipe wakes the poll already */
+	}
+}
+
+/* The console's handler of SIGINT, SIGTERM, SIGHUP and (at the prompt)
+ * SIGWINCH.  A Ctrl-C at the prompt is the prompt's: nothing runs that
+ * it could end.  Otherwise the signal goes on to the handler it
+ * replaced (on_stop_signal): a command running ends, and a SIGTERM or
+ * SIGHUP also ends the console.  */
+static void on_console_signal(int sig, siginfo_t *info, void *context)
+{
+	int saved_errno = errno;
+	if (sig == SIGWINCH) {
+		resized = 1;
+		wake();
+	} else if (sig == SIGINT && at_prompt) {
+		prompt_interrupted = 1;
+		wake();
+	} else {
+		if (sig != SIGINT) {
+			ending_signal = sig;
+			wake();
+		}
+		const struct sigaction *old = saved_action(sig);
+		if (old->sa_flags & SA_SIGINFO)
+			old->sa_sigaction(sig, info, context);
+		else if (old->sa_handler != SIG_DFL &&
+			 old->sa_handler != SIG_IGN)
+			old->sa_handler(sig);
+	}
+	errno = saved_errno;
+}
+
+/* Put our handler in front of SIG's, unless SIG is ignored (a stop
+ * signal ignored at start stays ignored).  */
+static bool install(int sig)
+{
+	struct sigaction *old = saved_action(sig);
+	if (sigaction(sig, NULL, old) != 0 ||
+	    (!(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_IGN &&
+	     sig != SIGWINCH))
+		return false;
+	struct sigaction sa = *old;
+	sa.sa_sigaction = on_console_signal;
+	/* No SA_RESTART, as the handler we chain to: waits end early.  */
+	sa.sa_flags = (old->sa_flags & ~(SA_RESETHAND | SA_RESTART)) |
+		      SA_SIGINFO;
+	if (sig == SIGWINCH)
+		sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	return sigaction(sig, &sa, NULL) == 0;
+}
+
+static void uninstall(int sig, bool *installed)
+{
+	if (*installed)
+		sigaction(sig, saved_action(sig), NULL);
+	*installed = false;
+}
+
+static void drain_wake_pipe(void)
+{
+	char buf[64];
+	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
+		;
+}
+
+/* --------------------------------------------------------- history */
+
+/* $CPROF_HISTSIZE, as gdb reads $GDBHISTSIZE: a number of lines; empty
+ * or negative: unlimited; anything else: the default.  */
+static int history_size(void)
+{
+	const char *text = getenv("CPROF_HISTSIZE");
+	if (!text)
+		return HISTORY_SIZE_DEFAULT;
+	if (!*text || strcmp(text, "unlimited") == 0)
+		return -1;
+	char *end;
+	errno = 0;
+	long n = strtol(text, &end, 10);
+	if (errno || end == text || *end)
+		return HISTORY_SIZE_DEFAULT;
+	if (n < 0)
+		return -1;
+	return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+/* The history file: $CPROF_HISTFILE (empty: none), else
+ * $XDG_STATE_HOME/cprof/history, else ~/.cprof_history.  A new string,
+ * or NULL.  */
+static char *history_path(void)
+{
+	const char *file = getenv("CPROF_HISTFILE");
+	if (file)
+		return *file ? strdup(file) : NULL;
+	char *path = NULL;
+	const char *state = getenv("XDG_STATE_HOME");
+	/* The XDG base directory specification: a relative path is
+	 * invalid and to be ignored.  */
+	if (state && state[0] == '/') {
+		if (asprintf(&path, "%s/cprof/history", state) < 0)
+			path = NULL;
+		return path;
+	}
+	const char *home = getenv("HOME");
+	if (!home || home[0] != '/') {
+		struct passwd *pw = getpwuid(getuid());
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (!home || !*home)
+		return NULL;
+	if (asprintf(&path, "%s/.cprof_history", home) < 0)
+		path = NULL;
+	return path;
+}
+
+/* May we read PATH?  A symbolic link is followed only when we or root
+ * own it (output.h's rule for what we write): cprof runs as root, and a
+ * link planted in a directory someone else controls must not make it
+ * read a file of root's into the history.  Only a regular file is read
+ * (a FIFO would block us; /dev/null holds nothing).  */
+static FILE *open_history(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return NULL;
+	if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
+		return NULL;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	FILE *f = NULL;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		f = fdopen(fd, "r");
+	if (!f)
+		close(fd);
+	return f;
+}
+
+/* Call FN with each line of the history file.  */
+static void read_history_lines(const char *path,
+			       void (*fn)(void *arg, const char *line),
+			       void *arg)
+{
+	FILE *f = open_history(path);
+	if (!f)
+		return;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, f)) >= 0) {
+		if (n > 0 && line[n - 1] == '\n')
+			line[--n] = '\0';
+		if (n > 0)
+			fn(arg, line);
+	}
+	free(line);
+	fclose(f);
+}
+
+/* Is LINE worth a history entry: not blank, and not the last one
+ * again (gdb's and bash's ignoredups)?  */
+static bool history_wants(const char *line)
+{
+	if (!line[strspn(line, " \t")])
+		return false;
+	HIST_ENTRY *last = history_length > 0
+				   ? history_get(history_base + history_length - 1)
+				   : NULL;
+	return !last || strcmp(last->line, line) != 0;
+}
+
+static void load_line(void *arg, const char *line)
+{
+	(void)arg;
+	if (history_wants(line))
+		add_history(line);
+}
+
+/* Lines of the file as it is now, then this run's, for writing.  */
+struct history_lines {
+	char **v;
+	size_t n, cap;
+	bool failed;
+};
+
+static void keep_line(void *arg, const char *line)
+{
+	struct history_lines *h = arg;
+	if (h->failed)
+		return;
+	if (h->n > 0 && strcmp(h->v[h->n - 1], line) == 0)
+		return;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 64;
+		char **v = realloc(h->v, cap * sizeof(*v));
+		if (!v) {
+			h->failed = true;
+			return;
+		}
+		h->v = v;
+		h->cap = cap;
+	}
+	if (!(h->v[h->n] = strdup(line)))
+		h->failed = true;
+	else
+		h->n++;
+}
+
+/* Make the directories of PATH that are missing, mode 0700 (the XDG
+ * specification's), but only in a directory of our own: root, run with
+ * a user's $XDG_STATE_HOME, must not leave a directory of root's in the
+ * user's home.  */
+static void make_parents(const char *path)
+{
+	char *dir = strdup(path);
+	if (!dir)
+		return;
+	for (char *p = dir + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		struct stat st;
+		if (stat(dir, &st) != 0) {
+			char *slash = strrchr(dir, '/');
+			*slash = '\0';
+			bool ours = stat(slash == dir ? "/" : dir, &st) == 0 &&
+				    st.st_uid == geteuid();
+			*slash = '/';
+			if (!ours || mkdir(dir, 0700) != 0)
+				break;
+		}
+		*p = '/';
+	}
+	free(dir);
+}
+
+/* Write the history file: the lines it holds now (another console may
+ * have added some since we read it), then the ones this run added, the
+ * last HISTSIZE of them, through cp_output_open (output.h: a temporary
+ * renamed into place; a link is followed only when we or root own it;
+ * a device is written through, /dev/null takes nothing).  */
+static void save_history(struct console *c)
+{
+	if (!c->histfile || c->added == 0 || c->histsize == 0)
+		return;
+	if (getenv("CPROF_HISTFILE") == NULL)
+		make_parents(c->histfile);
+	struct history_lines h = {0};
+	read_history_lines(c->histfile, keep_line, &h);
+	int ours = c->added < history_length ? c->added : history_length;
+	for (int i = history_length - ours; i < history_length; i++) {
+		HIST_ENTRY *e = history_get(history_base + i);
+		if (e)
+			keep_line(&h, e->line);
+	}
+	size_t first = 0;
+	if (c->histsize > 0 && h.n > (size_t)c->histsize)
+		first = h.n - (size_t)c->histsize;
+	struct stat st;
+	bool is_new = lstat(c->histfile, &st) != 0 && errno == ENOENT;
+	char error[PATH_MAX + 256];
+	struct cp_output *out = NULL;
+	if (h.failed) {
+		message("history not saved in %s: out of memory", c->histfile);
+	} else if (cp_output_open(c->histfile, &out, error, sizeof(error)) <
+		   0) {
+		message("history not saved: %s", error);
+	} else {
+		FILE *f = cp_output_stream(out);
+		/* A new history file is the user's alone (a replaced one
+		 * keeps its bits).  */
+		if (is_new && cp_output_kind(out) == CP_OUTPUT_REPLACE)
+			fchmod(fileno(f), 0600);
+		for (size_t i = first; i < h.n; i++)
+			fprintf(f, "%s\n", h.v[i]);
+		if (cp_output_commit(out) < 0)
+			message("history not saved in %s: %s", c->histfile,
+				strerror(errno));
+	}
+	for (size_t i = 0; i < h.n; i++)
+		free(h.v[i]);
+	free(h.v);
+}
+
+/* ------------------------------------------------------ completion */
+
+static void words_clear(struct words *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		free(w->v[i]);
+	w->n = w->next = 0;
+}
+
+static bool collect_word(void *arg, const char *word)
+{
+	struct words *w = arg;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 32;
+		char **v = realloc(w->v, cap * sizeof(*v));
+		if (!v)
+			return false;
+		w->v = v;
+		w->cap = cap;
+	}
+	if (!(w->v[w->n] = strdup(word)))
+		return false;
+	w->n++;
+	return true;
+}
+
+/* Readline's generator: the collected words one by one (readline frees
+ * them).  */
+static char *next_word(const char *text, int state)
+{
+	(void)text;
+	struct words *w = &console->words;
+	if (state == 0)
+		w->next = 0;
+	if (w->next >= w->n)
+		return NULL;
+	char *word = w->v[w->next];
+	w->v[w->next++] = NULL;
+	return word;
+}
+
+/* Do the arguments of the command on LINE name files?  source FILE,
+ * write FILE, file PROGRAM, run ARG..., shell COMMAND (also "!"): their
+ * words complete as file names when the interpreter offers nothing.  */
+static bool takes_file_names(const char *line, size_t start)
+{
+	static const char *const commands[] = {"source", "write", "file",
+					       "run", "shell", NULL};
+	const char *p = line + strspn(line, " \t");
+	if (*p == '!')
+		return (size_t)(p - line) < start;
+	size_t len = strcspn(p, " \t");
+	if ((size_t)(p - line) + len >= start)
+		return false; /* the command's own name */
+	for (size_t i = 0; commands[i]; i++)
+		if (strlen(commands[i]) == len &&
+		    strncmp(p, commands[i], len) == 0)
+			return true;
+	return false;
+}
+
+/* Readline's completer: the interpreter's words for TEXT, the word from
+ * START to END of the line; file names only where a command takes them
+ * (a command name or a function is never completed as a file).  */
+static char **complete(const char *text, int start, int end)
+{
+	rl_attempted_completion_over = 1;
+	struct words *w = &console->words;
+	words_clear(w);
+	char *line = strndup(rl_line_buffer, (size_t)end);
+	if (!line)
+		return NULL;
+	script_complete(console->script, line, (size_t)start, text,
+			collect_word, w);
+	if (w->n == 0) {
+		if (takes_file_names(line, (size_t)start))
+			rl_attempted_completion_over = 0;
+		free(line);
+		return NULL;
+	}
+	free(line);
+	return rl_completion_matches(text, next_word);
+}
+
+/* ---------------------------------------------------------- prompt */
+
+static void on_line(char *line)
+{
+	console->line = line;
+	console->got_line = true;
+	/* Now, or readline shows the prompt again at once.  */
+	rl_callback_handler_remove();
+}
+
+/* Ctrl-C at the prompt: the line is dropped and a new prompt shown, as
+ * bash does.  */
+static void new_prompt(struct console *c)
+{
+	rl_point = rl_end;
+	rl_redisplay();
+	fputs("^C", rl_outstream);
+	rl_free_line_state();
+	rl_callback_sigcleanup();
+	rl_callback_handler_remove();
+	fputc('\n', rl_outstream);
+	fflush(rl_outstream);
+	rl_callback_handler_install(c->prompt, on_line);
+}
+
+/* Copy the N bytes at the start of FD to standard output.  */
+static void copy_out(int fd, off_t n)
+{
+	char buf[8192];
+	off_t at = 0;
+	bool newline = true;
+	while (at < n) {
+		ssize_t got = pread(fd, buf, sizeof(buf), at);
+		if (got <= 0)
+			break;
+		at += got;
+		newline = buf[got - 1] == '\n';
+		for (ssize_t done = 0; done < got;) {
+			ssize_t put = write(STDOUT_FILENO, buf + done,
+					    (size_t)(got - done));
+			if (put < 0 && errno == EINTR)
+				continue;
+			if (put <= 0)
+				return;
+			done += put;
+		}
+	}
+	if (!newline) {
+		ssize_t put = write(STDOUT_FILENO, "\n", 1);
+		(void)put;
+	}
+}
+
+/* Serve the session while the user types (breakpoints' commands run,
+ * sampling started with sample start takes its ticks, heap tracing
+ * serves the allocator).  What that prints is caught (standard output
+ * and error into C->capture_fd) and shown above the prompt, which is
+ * drawn again with the line being typed: never mixed into it.  Returns
+ * script_idle's answer: false when there is nothing to serve.  */
+static bool serve(struct console *c)
+{
+	if (c->capture_fd < 0)
+		return script_idle(c->script, IDLE_SLICE_MS);
+	fflush(stdout);
+	fflush(stderr);
+	int saved_out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+	int saved_err = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (saved_out < 0 || saved_err < 0 ||
+	    dup2(c->capture_fd, STDOUT_FILENO) < 0 ||
+	    dup2(c->capture_fd, STDERR_FILENO) < 0) {
+		if (saved_out >= 0)
+			close(saved_out);
+		if (saved_err >= 0)
+			close(saved_err);
+		return script_idle(c->script, IDLE_SLICE_MS);
+	}
+	bool served = script_idle(c->script, IDLE_SLICE_MS);
+	fflush(stdout);
+	fflush(stderr);
+	dup2(saved_out, STDOUT_FILENO);
+	dup2(saved_err, STDERR_FILENO);
+	close(saved_out);
+	close(saved_err);
+	off_t n = lseek(c->capture_fd, 0, SEEK_END);
+	if (n > 0) {
+		rl_clear_visible_line();
+		fflush(rl_outstream);
+		copy_out(c->capture_fd, n);
+		rl_on_new_line();
+		rl_forced_update_display();
+	}
+	if (n != 0 && (ftruncate(c->capture_fd, 0) != 0 ||
+		       lseek(c->capture_fd, 0, SEEK_SET) != 0)) {
+		/* it cannot be emptied: print as it comes from now on */
+		close(c->capture_fd);
+		c->capture_fd = -1;
+	}
+	return served;
+}
+
+/* The reader's next: a line from the terminal.  */
+static char *console_next(void *arg, const char *prompt)
+{
+	struct console *c = arg;
+	free(c->line);
+	c->line = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	/* A second interruption during the command ended cprof-attach's
+	 * work (attach_signals.c); SIGTERM and SIGHUP end it too.  */
+	if (force_requested || ending_signal)
+		return NULL;
+	bool top = strcmp(prompt, ">") != 0;
+	c->prompt = prompt;
+	c->got_line = false;
+	drain_wake_pipe();
+	prompt_interrupted = 0;
+	resized = 0;
+	installed_winch = install(SIGWINCH);
+	at_prompt = 1;
+	bool ended = false;
+	rl_callback_handler_install(prompt, on_line);
+	while (!c->got_line) {
+		struct pollfd fds[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
+					{.fd = wake_pipe[0], .events = POLLIN}};
+		/* Keys first; the session while none is there; blocked
+		 * in poll when it needs nothing.  */
+		int n = poll(fds, 2, 0);
+		if (n == 0 && !ending_signal && !prompt_interrupted &&
+		    serve(c)) {
+			if (script_done(c->script, NULL)) {
+				ended = true; /* quit in a breakpoint's
+					       * commands */
+				break;
+			}
+			continue;
+		}
+		if (n == 0)
+			n = poll(fds, 2, -1);
+		if (n < 0 && errno != EINTR) {
+			ended = true;
+			break;
+		}
+		if (ending_signal || force_requested) {
+			ended = true;
+			break;
+		}
+		if (prompt_interrupted) {
+			prompt_interrupted = 0;
+			drain_wake_pipe();
+			new_prompt(c);
+			continue;
+		}
+		if (resized) {
+			resized = 0;
+			rl_resize_terminal();
+		}
+		if (n > 0 && (fds[1].revents & POLLIN))
+			drain_wake_pipe();
+		if (n > 0 && (fds[0].revents & (POLLERR | POLLNVAL))) {
+			ended = true;
+			break;
+		}
+		if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP)))
+			rl_callback_read_char();
+	}
+	at_prompt = 0;
+	uninstall(SIGWINCH, &installed_winch);
+	if (ended) {
+		rl_callback_handler_remove();
+		fputc('\n', stdout);
+		return NULL;
+	}
+	if (!c->line) {
+		/* Ctrl-D: at the top, quit, said as gdb says it; in a
+		 * block, the block ends there (the interpreter says it is
+		 * missing its end).  */
+		fputs(top ? "quit\n" : "\n", stdout);
+		return NULL;
+	}
+	c->r.line++;
+	if (c->histsize != 0 && history_wants(c->line)) {
+		add_history(c->line);
+		c->added++;
+	}
+	return c->line;
+}
+
+int console_run(struct script *script)
+{
+	struct console c = {
+		.r = {.next = console_next, .name = "console",
+		      .interactive = true},
+		.script = script,
+		.histsize = history_size(),
+		.histfile = history_path(),
+		.capture_fd = memfd_create("cprof-console", MFD_CLOEXEC),
+	};
+	c.r.arg = &c;
+	console = &c;
+
+	rl_readline_name = "cprof"; /* for $if cprof in ~/.inputrc */
+	rl_instream = stdin;
+	rl_outstream = stdout;
+	/* LINES and COLUMNS would reach the programs run starts.  */
+	rl_change_environment = 0;
+	rl_catch_signals = 0;
+	rl_catch_sigwinch = 0;
+	rl_attempted_completion_function = complete;
+	/* Words are separated by blanks only: C++ names (ns::f<int>),
+	 * FILE:LINE and $variables are one word.  */
+	rl_completer_word_break_characters = " \t\n";
+	/* ~/.inputrc is read here, then: lines pasted are run one by one,
+	 * as a script's (bracketed paste would make them one line with
+	 * newlines in it).  */
+	rl_initialize();
+	rl_variable_bind("enable-bracketed-paste", "off");
+	using_history();
+	if (c.histsize >= 0)
+		stifle_history(c.histsize);
+	if (c.histfile && c.histsize != 0)
+		read_history_lines(c.histfile, load_line, NULL);
+
+	if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		wake_pipe[0] = wake_pipe[1] = -1;
+		message("cannot start the console: %s", strerror(errno));
+		free(c.histfile);
+		if (c.capture_fd >= 0)
+			close(c.capture_fd);
+		return EXIT_RUNTIME;
+	}
+	installed_int = install(SIGINT);
+	installed_term = install(SIGTERM);
+	installed_hup = install(SIGHUP);
+
+	int status = script_run(script, &c.r);
+
+	uninstall(SIGINT, &installed_int);
+	uninstall(SIGTERM, &installed_term);
+	uninstall(SIGHUP, &installed_hup);
+	close(wake_pipe[0]);
+	close(wake_pipe[1]);
+	wake_pipe[0] = wake_pipe[1] = -1;
+	free(c.line);
+	if (c.capture_fd >= 0)
+		close(c.capture_fd);
+	save_history(&c);
+	clear_history();
+	words_clear(&c.words);
+	free(c.words.v);
+	free(c.histfile);
+	console = NULL;
+	fflush(stdout);
+	return status;
+}
