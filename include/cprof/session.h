@@ -220,14 +220,18 @@ struct cp_profile *cp_session_heap_profile(struct cp_session *session);
  * instruction (after its prologue when DWARF says where the body begins,
  * as a debugger does) or at the first address of a source line, passed
  * with the displaced-instruction machinery heap tracing uses (emulated,
- * else stepped with every thread held).  A thread that reaches an enabled
+ * else stepped with the original byte back for that one instruction: a
+ * thread passing the address during that step is not counted).  A thread that reaches an enabled
  * breakpoint while the caller waits in cp_session_wait is held there and
  * reported; reached at any other time (during cp_session_sample_run,
  * heap_run, or between calls) the hit is counted and the thread goes on
  * at once.  Breakpoints live on through sampling and heap tracing (both
  * may be on), are taken out of fork children, are dropped at an exec (the
  * image they were in is gone; cp_session_breaks shows them pending), and
- * every byte is restored at cp_session_break_delete, detach and free.  */
+ * every byte is restored at cp_session_break_delete, detach and free.
+ * They belong to the attachment: after cp_session_detach the list is
+ * empty.  Breakpoints at one address share its byte.  Re-inserting a
+ * pending breakpoint into the new image after an exec is not done.  */
 
 struct cp_session_break {
 	int id;                /* 1, 2, ... in order of insertion, never
@@ -245,9 +249,11 @@ struct cp_session_break {
 };
 
 /* Set a breakpoint at LOCATION: a function name ("handle_request", a
- * C++ or Rust name as cprof prints it, or a mangled one), or
- * "FILE:LINE" (FILE matched against the end of the source file names of
- * the debug information).  *ID (may be NULL) gets its number.  Returns
+ * C++ or Rust name as cprof prints it, with or without its parameter
+ * list, or a mangled one; the executable's first, then the libraries'),
+ * or "FILE:LINE" (FILE matched against the end of the source file names
+ * of the debug information, at a '/'; the first line at or after LINE
+ * that has code).  *ID (may be NULL) gets its number.  Returns
  * 0, -CP_E_NOSYM (nothing there), -CP_E_GONE (nothing attached),
  * -CP_E_INVAL (a breakpoint of someone else is there already: an int3 in
  * the code), or -CP_E_SYS.  */
@@ -280,6 +286,8 @@ struct cp_session_hit {
  * cp_session_continue), UNTIL_NS comes (0: no deadline), *STOP is set, or
  * the target exits.  Sampling and heap tracing, when on, go on while it
  * waits.  A temporary breakpoint is deleted when its hit is reported.
+ * While a thread is held (reported, not yet continued) it returns that
+ * hit again at once.
  * Returns 0, -CP_E_GONE (nothing attached) or another -CP_E_* code.  */
 int cp_session_wait(struct cp_session *session, uint64_t until_ns,
 		    volatile sig_atomic_t *stop, enum cp_session_end *end,
@@ -298,8 +306,10 @@ int cp_session_held_regs(struct cp_session *session,
  * the dump's format (free with cp_dump_free): the held thread is
  * unwound where it is held; another thread is stopped for the moment of
  * its copy.  Up to MAX_DEPTH frames.  Works while sampling or heap
- * tracing is on.  Returns 0, -CP_E_NOTHELD (TID 0 and no thread held),
- * -CP_E_INVAL (no such thread) or another -CP_E_* code.  */
+ * tracing is on.  The frames' names are borrowed from the session (valid
+ * until the next attach or cp_session_free).  Returns 0, -CP_E_NOTHELD
+ * (TID 0 and no thread held), -CP_E_INVAL (no such thread) or another
+ * -CP_E_* code.  */
 int cp_session_backtrace(struct cp_session *session, pid_t tid,
 			 size_t max_depth, struct cp_dump **out);
 
