@@ -11,27 +11,21 @@
  * one cprof-attach).  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <readline/history.h>
 #include <readline/readline.h>
 
 #include "attach.h"
-#include "cprof/output.h"
+#include "console.h"
 #include "script.h"
 
-/* Lines kept in the history file unless $CPROF_HISTSIZE says otherwise.  */
-#define HISTORY_SIZE_DEFAULT 1000
 /* While a line is typed, the session is served (script_idle) in slices
  * of this many milliseconds, keys read between them.  */
 #define IDLE_SLICE_MS 50
@@ -48,9 +42,7 @@ struct console {
 	char *line;             /* the line last read; readline's malloc */
 	bool got_line;          /* the line handler was called */
 	const char *prompt;     /* the prompt shown */
-	char *histfile;         /* NULL: no history file */
-	int histsize;           /* lines kept; -1: unlimited */
-	int added;              /* history lines added in this run */
+	struct console_history history;
 	struct words words;
 	int capture_fd;         /* memfd: what serving the session at the
 				 * prompt printed; -1: printed as it comes */
@@ -114,11 +106,15 @@ static void on_console_signal(int sig, siginfo_t *info, void *context)
 			wake();
 		}
 		const struct sigaction *old = saved_action(sig);
-		if (old->sa_flags & SA_SIGINFO)
+		if (old->sa_flags & SA_SIGINFO) {
 			old->sa_sigaction(sig, info, context);
-		else if (old->sa_handler != SIG_DFL &&
-			 old->sa_handler != SIG_IGN)
+		} else if (old->sa_handler == SIG_DFL) {
+			/* what it would have done without us */
+			signal(sig, SIG_DFL);
+			raise(sig);
+		} else if (old->sa_handler != SIG_IGN) {
 			old->sa_handler(sig);
+		}
 	}
 	errno = saved_errno;
 }
@@ -154,223 +150,6 @@ static void drain_wake_pipe(void)
 	char buf[64];
 	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
 		;
-}
-
-/* --------------------------------------------------------- history */
-
-/* $CPROF_HISTSIZE, as gdb reads $GDBHISTSIZE: a number of lines; empty
- * or negative: unlimited; anything else: the default.  */
-static int history_size(void)
-{
-	const char *text = getenv("CPROF_HISTSIZE");
-	if (!text)
-		return HISTORY_SIZE_DEFAULT;
-	if (!*text || strcmp(text, "unlimited") == 0)
-		return -1;
-	char *end;
-	errno = 0;
-	long n = strtol(text, &end, 10);
-	if (errno || end == text || *end)
-		return HISTORY_SIZE_DEFAULT;
-	if (n < 0)
-		return -1;
-	return n > INT_MAX ? INT_MAX : (int)n;
-}
-
-/* The history file: $CPROF_HISTFILE (empty: none), else
- * $XDG_STATE_HOME/cprof/history, else ~/.cprof_history.  A new string,
- * or NULL.  */
-static char *history_path(void)
-{
-	const char *file = getenv("CPROF_HISTFILE");
-	if (file)
-		return *file ? strdup(file) : NULL;
-	char *path = NULL;
-	const char *state = getenv("XDG_STATE_HOME");
-	/* The XDG base directory specification: a relative path is
-	 * invalid and to be ignored.  */
-	if (state && state[0] == '/') {
-		if (asprintf(&path, "%s/cprof/history", state) < 0)
-			path = NULL;
-		return path;
-	}
-	const char *home = getenv("HOME");
-	if (!home || home[0] != '/') {
-		struct passwd *pw = getpwuid(getuid());
-		home = pw ? pw->pw_dir : NULL;
-	}
-	if (!home || !*home)
-		return NULL;
-	if (asprintf(&path, "%s/.cprof_history", home) < 0)
-		path = NULL;
-	return path;
-}
-
-/* May we read PATH?  A symbolic link is followed only when we or root
- * own it (output.h's rule for what we write): cprof runs as root, and a
- * link planted in a directory someone else controls must not make it
- * read a file of root's into the history.  Only a regular file is read
- * (a FIFO would block us; /dev/null holds nothing).  */
-static FILE *open_history(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) != 0)
-		return NULL;
-	if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
-		return NULL;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	FILE *f = NULL;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-		f = fdopen(fd, "r");
-	if (!f)
-		close(fd);
-	return f;
-}
-
-/* Call FN with each line of the history file.  */
-static void read_history_lines(const char *path,
-			       void (*fn)(void *arg, const char *line),
-			       void *arg)
-{
-	FILE *f = open_history(path);
-	if (!f)
-		return;
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	while ((n = getline(&line, &cap, f)) >= 0) {
-		if (n > 0 && line[n - 1] == '\n')
-			line[--n] = '\0';
-		if (n > 0)
-			fn(arg, line);
-	}
-	free(line);
-	fclose(f);
-}
-
-/* Is LINE worth a history entry: not blank, and not the last one
- * again (gdb's and bash's ignoredups)?  */
-static bool history_wants(const char *line)
-{
-	if (!line[strspn(line, " \t")])
-		return false;
-	HIST_ENTRY *last = history_length > 0
-				   ? history_get(history_base + history_length - 1)
-				   : NULL;
-	return !last || strcmp(last->line, line) != 0;
-}
-
-static void load_line(void *arg, const char *line)
-{
-	(void)arg;
-	if (history_wants(line))
-		add_history(line);
-}
-
-/* Lines of the file as it is now, then this run's, for writing.  */
-struct history_lines {
-	char **v;
-	size_t n, cap;
-	bool failed;
-};
-
-static void keep_line(void *arg, const char *line)
-{
-	struct history_lines *h = arg;
-	if (h->failed)
-		return;
-	if (h->n > 0 && strcmp(h->v[h->n - 1], line) == 0)
-		return;
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? 2 * h->cap : 64;
-		char **v = realloc(h->v, cap * sizeof(*v));
-		if (!v) {
-			h->failed = true;
-			return;
-		}
-		h->v = v;
-		h->cap = cap;
-	}
-	if (!(h->v[h->n] = strdup(line)))
-		h->failed = true;
-	else
-		h->n++;
-}
-
-/* Make the directories of PATH that are missing, mode 0700 (the XDG
- * specification's), but only in a directory of our own: root, run with
- * a user's $XDG_STATE_HOME, must not leave a directory of root's in the
- * user's home.  */
-static void make_parents(const char *path)
-{
-	char *dir = strdup(path);
-	if (!dir)
-		return;
-	for (char *p = dir + 1; (p = strchr(p, '/')) != NULL; p++) {
-		*p = '\0';
-		struct stat st;
-		if (stat(dir, &st) != 0) {
-			char *slash = strrchr(dir, '/');
-			*slash = '\0';
-			bool ours = stat(slash == dir ? "/" : dir, &st) == 0 &&
-				    st.st_uid == geteuid();
-			*slash = '/';
-			if (!ours || mkdir(dir, 0700) != 0)
-				break;
-		}
-		*p = '/';
-	}
-	free(dir);
-}
-
-/* Write the history file: the lines it holds now (another console may
- * have added some since we read it), then the ones this run added, the
- * last HISTSIZE of them, through cp_output_open (output.h: a temporary
- * renamed into place; a link is followed only when we or root own it;
- * a device is written through, /dev/null takes nothing).  */
-static void save_history(struct console *c)
-{
-	if (!c->histfile || c->added == 0 || c->histsize == 0)
-		return;
-	if (getenv("CPROF_HISTFILE") == NULL)
-		make_parents(c->histfile);
-	struct history_lines h = {0};
-	read_history_lines(c->histfile, keep_line, &h);
-	int ours = c->added < history_length ? c->added : history_length;
-	for (int i = history_length - ours; i < history_length; i++) {
-		HIST_ENTRY *e = history_get(history_base + i);
-		if (e)
-			keep_line(&h, e->line);
-	}
-	size_t first = 0;
-	if (c->histsize > 0 && h.n > (size_t)c->histsize)
-		first = h.n - (size_t)c->histsize;
-	struct stat st;
-	bool is_new = lstat(c->histfile, &st) != 0 && errno == ENOENT;
-	char error[PATH_MAX + 256];
-	struct cp_output *out = NULL;
-	if (h.failed) {
-		message("history not saved in %s: out of memory", c->histfile);
-	} else if (cp_output_open(c->histfile, &out, error, sizeof(error)) <
-		   0) {
-		message("history not saved: %s", error);
-	} else {
-		FILE *f = cp_output_stream(out);
-		/* A new history file is the user's alone (a replaced one
-		 * keeps its bits).  */
-		if (is_new && cp_output_kind(out) == CP_OUTPUT_REPLACE)
-			fchmod(fileno(f), 0600);
-		for (size_t i = first; i < h.n; i++)
-			fprintf(f, "%s\n", h.v[i]);
-		if (cp_output_commit(out) < 0)
-			message("history not saved in %s: %s", c->histfile,
-				strerror(errno));
-	}
-	for (size_t i = 0; i < h.n; i++)
-		free(h.v[i]);
-	free(h.v);
 }
 
 /* ------------------------------------------------------ completion */
@@ -638,10 +417,7 @@ static char *console_next(void *arg, const char *prompt)
 		return NULL;
 	}
 	c->r.line++;
-	if (c->histsize != 0 && history_wants(c->line)) {
-		add_history(c->line);
-		c->added++;
-	}
+	console_history_add(&c->history, c->line);
 	return c->line;
 }
 
@@ -651,8 +427,6 @@ int console_run(struct script *script)
 		.r = {.next = console_next, .name = "console",
 		      .interactive = true},
 		.script = script,
-		.histsize = history_size(),
-		.histfile = history_path(),
 		.capture_fd = memfd_create("cprof-console", MFD_CLOEXEC),
 	};
 	c.r.arg = &c;
@@ -674,16 +448,12 @@ int console_run(struct script *script)
 	 * newlines in it).  */
 	rl_initialize();
 	rl_variable_bind("enable-bracketed-paste", "off");
-	using_history();
-	if (c.histsize >= 0)
-		stifle_history(c.histsize);
-	if (c.histfile && c.histsize != 0)
-		read_history_lines(c.histfile, load_line, NULL);
+	console_history_open(&c.history);
 
 	if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
 		wake_pipe[0] = wake_pipe[1] = -1;
 		message("cannot start the console: %s", strerror(errno));
-		free(c.histfile);
+		console_history_close(&c.history);
 		if (c.capture_fd >= 0)
 			close(c.capture_fd);
 		return EXIT_RUNTIME;
@@ -703,11 +473,9 @@ int console_run(struct script *script)
 	free(c.line);
 	if (c.capture_fd >= 0)
 		close(c.capture_fd);
-	save_history(&c);
-	clear_history();
+	console_history_close(&c.history);
 	words_clear(&c.words);
 	free(c.words.v);
-	free(c.histfile);
 	console = NULL;
 	fflush(stdout);
 	return status;
