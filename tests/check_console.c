@@ -296,8 +296,9 @@ static void prepare(void)
 }
 
 /* Start cprof-attach ARGS (shell words; may be "") in the pane, in the
- * temporary directory, with ENV (shell words, may be "") in its
- * environment, and wait for the prompt.  */
+ * temporary directory, with HOME that directory, ENV (shell words, may
+ * be "") in its environment and no other variable of the history's, and
+ * wait for the prompt.  */
 static void start_console_env(const char *env, const char *args,
 			      bool wait_prompt)
 {
@@ -314,11 +315,10 @@ static void start_console_env(const char *env, const char *args,
 	 * foreground process group.  */
 	snprintf(command, sizeof(command),
 		 "cd '%s' && timeout --foreground 300 env -u XDG_STATE_HOME "
-		 "CPROF_HISTFILE='%s' INPUTRC='%s/inputrc' HOME='%s' %s "
-		 "'%s/cprof-attach' %s; echo \"[console exited $?]\"; "
-		 "sleep 60",
-		 work_dir, hist_file, work_dir, work_dir, env, CP_BUILD_DIR,
-		 args);
+		 "-u CPROF_HISTFILE -u CPROF_HISTSIZE INPUTRC='%s/inputrc' "
+		 "HOME='%s' %s '%s/cprof-attach' %s; "
+		 "echo \"[console exited $?]\"; sleep 60",
+		 work_dir, work_dir, work_dir, env, CP_BUILD_DIR, args);
 	int rc = tmux_run((const char *const[]){"new-session", "-d", "-s",
 						"console", "-x", "120", "-y",
 						"40", command, NULL},
@@ -329,9 +329,14 @@ static void start_console_env(const char *env, const char *args,
 		wait_last("(cprof)");
 }
 
+/* The same with the history in HIST_FILE.  */
 static void start_console(const char *args)
 {
-	start_console_env("", args, true);
+	if (!work_dir[0])
+		prepare();
+	char env[PATH_MAX + 32];
+	snprintf(env, sizeof(env), "CPROF_HISTFILE='%s'", hist_file);
+	start_console_env(env, args, true);
 }
 
 /* Start fixture chain-O0 and attach to it from the prompt.  */
@@ -543,7 +548,10 @@ START_TEST(test_history_size)
 	ck_assert_ptr_nonnull(f);
 	fputs("echo old1\necho old2\necho old3\n", f);
 	fclose(f);
-	start_console_env("CPROF_HISTSIZE=2", "", true);
+	char env[PATH_MAX + 64];
+	snprintf(env, sizeof(env), "CPROF_HISTFILE='%s' CPROF_HISTSIZE=2",
+		 hist_file);
+	start_console_env(env, "", true);
 	keys("Up", NULL);
 	wait_last("(cprof) echo old3");
 	keys("Up", NULL);
@@ -558,6 +566,70 @@ START_TEST(test_history_size)
 	ck_assert_msg(text && strcmp(text, "echo old3\nquit\n") == 0,
 		      "the history file holds:\n%s", text ? text : "(none)");
 	free(text);
+}
+END_TEST
+
+/* One line entered and quit, with ENV; the console's history file then
+ * holds "echo WORD" last.  */
+static void one_line_run(const char *env, const char *word)
+{
+	start_console_env(env, "", true);
+	char line[64];
+	snprintf(line, sizeof(line), "echo %s\\n", word);
+	enter(line);
+	char shown[64];
+	snprintf(shown, sizeof(shown), "\n%s\n", word);
+	wait_text(shown);
+	keys("C-d", NULL);
+	wait_exit("0");
+	stop_tmux();
+}
+
+static void check_dir_mode(const char *path, unsigned mode)
+{
+	struct stat st;
+	ck_assert_msg(stat(path, &st) == 0, "no %s", path);
+	ck_assert_msg(S_ISDIR(st.st_mode) && (st.st_mode & 0777) == mode,
+		      "%s: mode %o, not a directory of mode %o", path,
+		      (unsigned)(st.st_mode & 0777), mode);
+}
+
+START_TEST(test_history_places)
+{
+	prepare();
+	char path[PATH_MAX + 64], env[PATH_MAX + 64];
+	/* $XDG_STATE_HOME/cprof/history, the directories made, 0700.  */
+	snprintf(env, sizeof(env), "XDG_STATE_HOME='%s/state'", work_dir);
+	one_line_run(env, "xdg");
+	snprintf(path, sizeof(path), "%s/state", work_dir);
+	check_dir_mode(path, 0700);
+	snprintf(path, sizeof(path), "%s/state/cprof", work_dir);
+	check_dir_mode(path, 0700);
+	snprintf(path, sizeof(path), "%s/state/cprof/history", work_dir);
+	char *text = tu_read_file(path);
+	ck_assert_msg(text && strcmp(text, "echo xdg\\n\n") == 0,
+		      "%s holds:\n%s", path, text ? text : "(nothing)");
+	free(text);
+	/* Neither: ~/.cprof_history.  */
+	one_line_run("", "home");
+	snprintf(path, sizeof(path), "%s/.cprof_history", work_dir);
+	text = tu_read_file(path);
+	ck_assert_msg(text && strcmp(text, "echo home\\n\n") == 0,
+		      "%s holds:\n%s", path, text ? text : "(nothing)");
+	free(text);
+	/* CPROF_HISTFILE empty: no history file; the others stay.  */
+	one_line_run("CPROF_HISTFILE=", "none");
+	text = tu_read_file(path);
+	ck_assert_msg(text && strcmp(text, "echo home\\n\n") == 0,
+		      "%s holds:\n%s", path, text ? text : "(nothing)");
+	free(text);
+	char **names = NULL;
+	int n = tu_dir_entries(work_dir, &names);
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(strstr(names[i], "hist") == NULL ||
+				      strcmp(names[i], ".cprof_history") == 0,
+			      "a history file %s was written", names[i]);
+	tu_free_names(names);
 }
 END_TEST
 
@@ -758,6 +830,8 @@ int main(void)
 	tcase_add_test(new_case(suite, "history", 180), test_history);
 	tcase_add_test(new_case(suite, "history_size", 120),
 		       test_history_size);
+	tcase_add_test(new_case(suite, "history_places", 120),
+		       test_history_places);
 	tcase_add_test(new_case(suite, "history_symlink", 120),
 		       test_history_symlink);
 	tcase_add_test(new_case(suite, "ctrl_c_at_prompt", 120),
