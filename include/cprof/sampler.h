@@ -48,6 +48,22 @@ struct cp_sampler_options {
 	 * sampler touches it no more).  May be NULL.  */
 	void (*at_end)(void *arg);
 	void *at_end_arg;
+	/* Sample a thread only while GATE admits it (profiling a function:
+	 * while it is inside the function; may be NULL: every selected
+	 * thread).  Asked at a tick with HELD and CPU_NS NULL (is TID
+	 * inside?); in CPU mode with *CPU_NS the thread's CPU time
+	 * (schedstat), which GATE replaces by the part of it to count (the
+	 * CPU time run inside, a clock that starts at 0 and runs only
+	 * while the thread is inside), so a sample weighs only time inside;
+	 * and once the thread is held in the stop, or read without one
+	 * (--wall), with HELD its copy: a thread that left meanwhile (or
+	 * stands on a boundary, a trap of GATE's own not yet taken) is not
+	 * sampled (the time it was credited with goes to its next sample),
+	 * and GATE may mend the stack copy (a return address of its own put
+	 * back to the real one) before it is unwound.  */
+	bool (*gate)(void *arg, pid_t tid, struct cp_snapshot *held,
+		     uint64_t *cpu_ns);
+	void *gate_arg;
 };
 
 /* A log-linear histogram of durations in nanoseconds (about 3 %

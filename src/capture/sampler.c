@@ -323,6 +323,18 @@ static void undo_our_eintr(struct cp_sampler *r, pid_t tid,
 		r->stats->eintr_undone++;
 }
 
+/* The gate turned TID away once it was held: in CPU mode, the CPU time
+ * its sample was to stand for goes back to its credit, for its next
+ * sample.  */
+static void refund(struct cp_sampler *r, pid_t tid)
+{
+	struct acct *a = acct_of(r, tid, false);
+	if (!a || r->o->wall)
+		return;
+	a->credit_ns += (int64_t)(((uint64_t)a->owed + 1) * r->period);
+	a->owed = 0;
+}
+
 /* A thread is held in the stop we asked for: copy what the unwinder
  * needs and let it go.  Runs inside cp_target_serve.  */
 static void on_stop(void *arg, pid_t tid)
@@ -357,10 +369,17 @@ static void on_stop(void *arg, pid_t tid)
 	int rc = cp_capture_take(r->capture, tid, &r->snaps[r->nsnaps]);
 	if (rc == 0)
 		undo_our_eintr(r, tid, &r->snaps[r->nsnaps].snap.regs);
+	/* Asked while the thread is still held: it may have left the gate
+	 * between the tick and its stop.  */
+	bool admitted = rc != 0 || !r->o->gate ||
+			r->o->gate(r->o->gate_arg, tid,
+				   &r->snaps[r->nsnaps].snap, NULL);
 	cp_target_resume(r->target, tid);
 	cp_hist_add(&r->stats->stopped, now_ns() - held);
-	if (rc == 0)
+	if (rc == 0 && admitted)
 		r->nsnaps++;
+	else if (rc == 0)
+		refund(r, tid);
 	else if (rc == -CP_E_NOMEM)
 		r->error = rc;
 }
@@ -410,6 +429,16 @@ static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 	struct acct *a = acct_of(r, th->tid, true);
 	if (!a)
 		return true;
+	if (r->o->gate) {
+		/* The gate's clock instead: the CPU time run inside, from 0
+		 * (a thread's time before it is first seen counts too).  */
+		r->o->gate(r->o->gate_arg, th->tid, NULL, &now_cpu);
+		if (!a->cpu_known || now_cpu < a->cpu_ns) {
+			a->cpu_known = true;
+			a->cpu_ns = 0;
+			a->credit_ns = 0;
+		}
+	}
 	if (!a->cpu_known || now_cpu < a->cpu_ns) {
 		/* First seen (or a new thread under an old TID): what it ran
 		 * before is not ours to count; this tick found it runnable
@@ -483,6 +512,8 @@ static int unwind_unstopped(struct cp_sampler *r, struct unstopped *u)
 {
 	struct cp_blocked_read *read = &u->read;
 	pid_t tid = read->snap.tid;
+	if (r->o->gate && !r->o->gate(r->o->gate_arg, tid, &read->snap, NULL))
+		return 0;
 	cp_target_learn_stack(r->target, tid, cp_regs_sp(&read->snap.regs));
 	struct cp_unwind_partial partial = {.known = read->known};
 	size_t npcs = cp_unwinder_unwind_partial(r->unwinder, &read->snap,
@@ -565,7 +596,9 @@ static int tick(struct cp_sampler *r)
 	if (r->blocked)
 		cp_blocked_begin_tick(r->blocked, ++r->ticks);
 	for (size_t i = 0; i < n; i++) {
-		if (!threads[i].selected)
+		if (!threads[i].selected ||
+		    (r->o->gate &&
+		     !r->o->gate(r->o->gate_arg, threads[i].tid, NULL, NULL)))
 			continue;
 		/* CPU mode: read the state before interrupting (afterwards it
 		 * is always "tracing stop"); a sleeping thread costs one

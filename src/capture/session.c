@@ -27,6 +27,7 @@
 #include "cprof/unwinder.h"
 #include "arch/x86_64/waits.h"
 #include "capture/breaks.h"
+#include "capture/funcprof.h"
 #include "capture/heap_trap.h"
 #include "capture/session_hooks.h"
 #include "symbolize/lookup.h"
@@ -63,6 +64,10 @@ struct cp_session {
 	/* breakpoints (capture/breaks.c), made at the first insertion */
 	struct cp_breaks *breaks;
 	bool breaks_forks;            /* they count in forks_needed */
+	/* profiling a function (capture/funcprof.c): while its sampler
+	 * runs; the counters of the last one once it stopped */
+	struct cp_funcprof *funcprof;
+	struct cp_session_in_stats in_stats;
 	/* inspection */
 	uint64_t attached_ns;         /* CLOCK_MONOTONIC of the attach, 0 */
 	uint64_t cpu_at_attach_ns;    /* our CPU time then */
@@ -448,6 +453,8 @@ struct cp_profile *cp_session_take_profile(struct cp_session *s)
 	return done;
 }
 
+static int funcprof_end(struct cp_session *s);
+
 int cp_session_sample_stop(struct cp_session *s)
 {
 	if (!s->sampler)
@@ -456,10 +463,13 @@ int cp_session_sample_stop(struct cp_session *s)
 	s->stats = *cp_sampler_stats(s->sampler);
 	close_window(s, s->profile, now);
 	s->sampled_ns += now - s->run_start_ns;
+	/* Profiling a function: its byte and return addresses back first,
+	 * while the threads are ours.  */
+	int rc = funcprof_end(s);
 	cp_profile_free(cp_sampler_finish(s->sampler));
 	cp_sampler_free(s->sampler);
 	s->sampler = NULL;
-	return 0;
+	return rc;
 }
 
 const struct cp_sampler_stats *cp_session_sample_stats(
@@ -1027,6 +1037,7 @@ int cp_session_detach(struct cp_session *s)
 		s->heap_on = false;
 		cp_heap_finish(s->heap);
 	}
+	funcprof_end(s);
 	/* Every int3 out, a held thread let go (at its breakpoint's
 	 * address, the real instruction back).  */
 	cp_breaks_free(s->breaks);
@@ -1057,4 +1068,74 @@ void cp_session_free(struct cp_session *s)
 	cp_profile_free(s->profile);
 	tear_down(s);
 	free(s);
+}
+
+/* ------------------------------------------------- profile a function */
+
+int cp_session_sample_start_in(struct cp_session *s, const char *function,
+			       const struct cp_sampler_options *options)
+{
+	if (s->sampler || s->heap_on)
+		return -CP_E_BUSY;
+	if (!s->target || cp_target_exited(s->target))
+		return -CP_E_GONE;
+	struct cp_symbols *lookup = cp_session_lookup_symbols(s);
+	if (!lookup)
+		return -CP_E_NOMEM;
+	/* Its first instruction, not the end of its prologue: the return
+	 * address is at the stack pointer there.  */
+	struct cp_place place;
+	int rc = cp_symbols_locate(lookup, function, CP_LOCATE_ENTRY, &place);
+	if (rc < 0)
+		return rc;
+	uint64_t entry = place.entry ? place.entry : place.addr;
+	/* A fork child must lose the int3, and the forking thread's return
+	 * address of ours, before it runs.  */
+	rc = cp_session_forks_need(s, true);
+	if (rc < 0) {
+		cp_session_forks_need(s, false);
+		return rc;
+	}
+	rc = cp_funcprof_new(s, s->target, entry, &s->funcprof);
+	if (rc < 0) {
+		s->funcprof = NULL;
+		cp_session_forks_need(s, false);
+		return rc;
+	}
+	memset(&s->in_stats, 0, sizeof(s->in_stats));
+	struct cp_sampler_options gated = *options;
+	gated.gate = cp_funcprof_gate;
+	gated.gate_arg = s->funcprof;
+	rc = cp_session_sample_start(s, &gated);
+	if (rc < 0)
+		funcprof_end(s);
+	return rc;
+}
+
+/* Profiling a function ends (the sampler stops, or the target goes): the
+ * byte and every return address back, the counters kept.  Returns 0 or
+ * -CP_E_SYS.  */
+static int funcprof_end(struct cp_session *s)
+{
+	if (!s->funcprof)
+		return 0;
+	int rc = cp_funcprof_stop(s->funcprof);
+	if (rc < 0 && s->config.warn)
+		s->config.warn(s->config.warn_arg,
+			       "profiling a function: cannot restore its first "
+			       "instruction or a return address in the target");
+	cp_funcprof_stats(s->funcprof, &s->in_stats);
+	cp_funcprof_free(s->funcprof);
+	s->funcprof = NULL;
+	cp_session_forks_need(s, false);
+	return rc;
+}
+
+void cp_session_in_stats(const struct cp_session *s,
+			 struct cp_session_in_stats *stats)
+{
+	if (s->funcprof)
+		cp_funcprof_stats(s->funcprof, stats);
+	else
+		*stats = s->in_stats;
 }
