@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cprof/error.h"
@@ -470,6 +471,52 @@ START_TEST(cancel_still_restores)
 }
 END_TEST
 
+/* An exec replaces the image the int3 was in: the breakpoint stays
+ * listed, pending (addr 0), and the new image runs untouched to its
+ * end.  */
+START_TEST(exec_makes_pending)
+{
+	/* Three generations of 400 ms each: the first execs from its
+	 * helper thread, the second from its main thread.  */
+	struct tu_proc *fx = tu_fixture_start("execloop", "2", "400", NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_wait_cpu_ticks(fx->pid, 1, READY_TIMEOUT_MS));
+	struct cp_session *s = attach(fx->pid);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "exec_work", false, &id),
+			 0);
+	wait_hit(s, id);
+	ck_assert_int_eq(cp_session_continue(s), 0);
+	/* The hits from now on are passed (sampling serves the target)
+	 * until the exec.  */
+	struct cp_sampler_options so = {.frequency = 99, .max_depth = 16};
+	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	enum cp_session_end end = CP_SESSION_DEADLINE;
+	bool pending = false;
+	uint64_t hits_then = 0;
+	for (int i = 0; i < 400 && end != CP_SESSION_EXITED; i++) {
+		ck_assert_int_eq(cp_session_sample_run(
+					 s, monotonic_ns() + 50000000u, NULL,
+					 &end),
+				 0);
+		if (!pending && find_break(s, id)->addr == 0) {
+			pending = true;
+			hits_then = find_break(s, id)->hits;
+			ck_assert_uint_gt(hits_then, 1);
+		}
+	}
+	ck_assert(pending);
+	ck_assert_int_eq(end, CP_SESSION_EXITED);
+	ck_assert_uint_eq(find_break(s, id)->hits, hits_then);
+	/* The fixture is this process's child: the target's end was
+	 * collected by the session.  */
+	int status = cp_session_detach(s);
+	cp_session_free(s);
+	ck_assert(tu_proc_wait_line_prefix(fx, "ok ", READY_TIMEOUT_MS));
+	ck_assert(status == -1 || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+END_TEST
+
 static bool collect(void *arg, const char *name)
 {
 	int *count = arg;
@@ -534,6 +581,7 @@ static Suite *breaks_suite(void)
 		{"fork", fork_child_clean},
 		{"missing", missing_and_inspection},
 		{"cancel", cancel_still_restores},
+		{"exec", exec_makes_pending},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
 		TCase *tc = tcase_create(cases[i].name);
