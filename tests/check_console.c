@@ -800,6 +800,32 @@ START_TEST(test_output_above_prompt)
 }
 END_TEST
 
+START_TEST(test_resize)
+{
+	/* The terminal narrowed while a command ran: the next prompt's line
+	 * editing knows (here: a character put at the start of a line that
+	 * wraps lands at its start).  */
+	start_console("");
+	tmux_run((const char *const[]){"set-option", "-g", "window-size",
+				       "manual", NULL},
+		 NULL);
+	enter("sleep 2");
+	if (tmux_run((const char *const[]){"resize-window", "-t", "console",
+					   "-x", "50", "-y", "40", NULL},
+		     NULL) != 0)
+		give_up("tmux resize-window failed");
+	wait_text_times("(cprof)", 2);
+	static const char text[] = "echo aaaaaaaaaabbbbbbbbbbccccccccccdddddddddd"
+				   "eeeeeeeeeeffffffffffgggggggggg";
+	type(text);
+	keys("C-a", NULL);
+	type("X");
+	char want[256];
+	snprintf(want, sizeof(want), "(cprof) X%s", text);
+	wait_last(want);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout)
 {
 	TCase *tc = tcase_create(name);
@@ -845,6 +871,7 @@ int main(void)
 		       test_sigterm_at_prompt);
 	tcase_add_test(new_case(suite, "output_above_prompt", 120),
 		       test_output_above_prompt);
+	tcase_add_test(new_case(suite, "resize", 120), test_resize);
 	SRunner *runner = srunner_create(suite);
 	srunner_run_all(runner, CK_NORMAL);
 	int failed = srunner_ntests_failed(runner);

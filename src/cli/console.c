@@ -357,6 +357,9 @@ static char *console_next(void *arg, const char *prompt)
 	installed_winch = install(SIGWINCH);
 	at_prompt = 1;
 	bool ended = false;
+	/* The terminal may have changed size while a command ran (our
+	 * SIGWINCH handler is in only at the prompt).  */
+	rl_reset_screen_size();
 	rl_callback_handler_install(prompt, on_line);
 	while (!c->got_line) {
 		struct pollfd fds[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
