@@ -298,8 +298,9 @@ static int info_inferior(struct script *s)
 	bool attached = cp_session_attached(s->session);
 	bool exited = attached && cp_session_target_exited(s->session);
 	const char *state = !attached ? "none" : exited ? "exited" : "running";
-	uint64_t since = cp_session_attached_ns(s->session);
-	double secs = since ? (double)since / 1e9 : 0;
+	uint64_t at = cp_session_attached_ns(s->session);
+	uint64_t since = at && attached ? now_ns() - at : 0;
+	double secs = (double)since / 1e9;
 	const struct cp_profile *p = cp_session_profile(s->session);
 	uint64_t samples = p ? cp_profile_total(p) : 0;
 	uint64_t cpu = cp_session_cpu_ns(s->session);
@@ -1056,6 +1057,14 @@ static int do_break(struct script *s, char *args, bool temporary)
 			out_text(s, "%s %d at 0x%" PRIx64 " (%s)\n",
 				 temporary ? "Temporary breakpoint" : "Breakpoint",
 				 id, b[i].addr, b[i].function);
+		struct bp_extra *e = bp_extra(s, id, true);
+		if (e) {
+			snprintf(e->function, sizeof(e->function), "%s",
+				 b[i].function);
+			snprintf(e->file, sizeof(e->file), "%s", b[i].file);
+			e->line = b[i].line;
+			e->temporary = temporary;
+		}
 		out_int(s, "id", id);
 		out_int(s, "address", (int64_t)b[i].addr);
 		out_str(s, "function", b[i].function);
@@ -1237,11 +1246,11 @@ static int on_hit(struct script *s, const struct cp_session_hit *hit)
 	}
 	e->hits++;
 	s->last_hits = e->hits;
-	const char *fn = "?", *file = "";
-	unsigned line = 0;
+	const char *fn = e->function[0] ? e->function : "?", *file = e->file;
+	unsigned line = e->line;
 	size_t n = 0;
 	const struct cp_session_break *b = cp_session_breaks(s->session, &n);
-	bool temporary = false;
+	bool temporary = e->temporary;
 	for (size_t i = 0; i < n; i++)
 		if (b[i].id == hit->id) {
 			fn = b[i].function;
@@ -1370,6 +1379,8 @@ int script_wait(struct script *s, uint64_t until_ns, const char *why)
 		rc = on_hit(s, &hit);
 		if (cp_session_held(s->session))
 			cp_session_continue(s->session);
+		if (!bp_exists(s, hit.id)) /* a temporary one, deleted */
+			bp_extra_drop(s, hit.id);
 		if (rc <= 0)
 			return rc;
 	}

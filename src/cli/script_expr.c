@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "arch/x86_64/regs.h"
 #include "cprof/profile.h"
@@ -99,7 +100,12 @@ int var_get(struct script *s, const char *name, struct value *out)
 		return set_int(out, p ? (int64_t)cp_profile_total(p) : 0);
 	}
 	if (strcmp(name, "_overhead") == 0) {
-		uint64_t wall = cp_session_attached_ns(s->session);
+		uint64_t at = cp_session_attached_ns(s->session);
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t now = (uint64_t)ts.tv_sec * 1000000000u +
+			       (uint64_t)ts.tv_nsec;
+		uint64_t wall = at && now > at ? now - at : 0;
 		uint64_t cpu = cp_session_cpu_ns(s->session);
 		memset(out, 0, sizeof(*out));
 		out->kind = V_DBL;

@@ -69,6 +69,12 @@ struct bp_extra {
 	uint64_t ignore;        /* ignore N COUNT: hits still to ignore */
 	uint64_t hits;          /* hits reported (condition true, not
 				 * ignored) */
+	/* where it is, kept for the hit of a temporary breakpoint (the
+	 * session has deleted it by then) */
+	char function[256];
+	char file[256];
+	unsigned line;
+	bool temporary;
 };
 
 /* ------------------------------------------------------- the script */
