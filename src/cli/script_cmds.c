@@ -412,6 +412,8 @@ struct sample_args {
 	double duration;  /* "for DURATION"; < 0: none */
 	const char *sub;  /* "start", "stop" or NULL */
 	const char *function; /* profile FUNC */
+	pid_t tids[64];       /* -t TID... */
+	size_t ntids;
 };
 
 /* [-F HZ] [--wall] [-t TID] [--max-depth N] [start|stop|for DURATION] */
@@ -445,8 +447,18 @@ static int sample_args(struct script *s, char *args, struct sample_args *a,
 				return -1;
 			a->so.max_depth = (size_t)v;
 		} else if (strcmp(w, "-t") == 0 || strcmp(w, "--tid") == 0) {
-			return script_error(s, "-t: choose threads when "
-					    "attaching (cprof-attach -t TID)");
+			if (function)
+				return script_error(s, "-t: profile samples "
+						    "every thread inside FUNC");
+			if (number_arg(s, i + 1 < n ? argv[++i] : NULL,
+				       "thread id", 1, INT_MAX, &v) < 0)
+				return -1;
+			if (a->ntids == sizeof(a->tids) / sizeof(*a->tids))
+				return script_error(s, "at most %zu threads "
+						    "with -t",
+						    sizeof(a->tids) /
+							    sizeof(*a->tids));
+			a->tids[a->ntids++] = (pid_t)v;
 		} else if (strcmp(w, "for") == 0) {
 			if (duration_arg(s, i + 1 < n ? argv[++i] : NULL,
 					 &a->duration) < 0)
@@ -462,8 +474,8 @@ static int sample_args(struct script *s, char *args, struct sample_args *a,
 					    "[--wall] [--max-depth N] [for "
 					    "DURATION]"
 						     : "sample [-F HZ] [--wall] "
-					    "[--max-depth N] for DURATION | "
-					    "start | stop");
+					    "[-t TID]... [--max-depth N] for "
+					    "DURATION | start | stop");
 		}
 	}
 	return 0;
@@ -541,6 +553,19 @@ static int run_window(struct script *s, double seconds)
 	return rc < 0 ? rc : rc2;
 }
 
+/* sample -t TID: the gate admits the threads named.  */
+static bool tid_gate(void *arg, pid_t tid, struct cp_snapshot *held,
+		     uint64_t *cpu_ns)
+{
+	struct script *s = arg;
+	(void)held;
+	(void)cpu_ns;
+	for (size_t i = 0; i < s->nsample_tids; i++)
+		if (s->sample_tids[i] == tid)
+			return true;
+	return false;
+}
+
 static int cmd_sample(struct script *s, char *args, struct script_reader *r)
 {
 	struct sample_args a;
@@ -569,6 +594,18 @@ static int cmd_sample(struct script *s, char *args, struct script_reader *r)
 	meta->frequency = a.so.frequency;
 	snprintf(meta->time_type, sizeof(meta->time_type), "%s",
 		 a.so.wall ? "wall" : "cpu");
+	if (a.ntids) {
+		struct cp_target *t = cp_session_target(s->session);
+		for (size_t i = 0; i < a.ntids; i++)
+			if (!cp_target_thread(t, a.tids[i]))
+				return script_error(s, "no thread %d in process "
+						    "%d", (int)a.tids[i],
+						    (int)cp_session_pid(s->session));
+		memcpy(s->sample_tids, a.tids, a.ntids * sizeof(*a.tids));
+		s->nsample_tids = a.ntids;
+		a.so.gate = tid_gate;
+		a.so.gate_arg = s;
+	}
 	int rc = cp_session_sample_start(s->session, &a.so);
 	if (rc < 0)
 		return session_error(s, rc, "cannot start sampling");
@@ -1699,10 +1736,11 @@ const struct command script_commands[] = {
 	 "inferior: state, time attached, samples so far, cprof's own CPU.\n"
 	 "breakpoints: each breakpoint, its hits, condition and commands."},
 	{"sample", NULL, cmd_sample, false, false,
-	 "sample [-F HZ] [--wall] [--max-depth N] for DURATION | start | stop",
+	 "sample [-F HZ] [--wall] [-t TID]... [--max-depth N] for DURATION | start | stop",
 	 "sample stacks for a while, or start/stop",
 	 "Sample the threads' stacks at HZ per second (default: -F of the\n"
-	 "command line, 99), only running threads unless --wall.  The\n"
+	 "command line, 99), only running threads unless --wall, only\n"
+	 "the threads named with -t TID when given.  The\n"
 	 "samples add to the session's profile until write or reset.\n"
 	 "DURATION: seconds, or with a unit: 500ms, 2s, 1m.  While it\n"
 	 "samples, breakpoints' commands run as they are hit."},

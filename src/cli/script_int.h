@@ -122,6 +122,8 @@ struct script {
 	char *program;          /* file PROG */
 	char last_sample_what[32];
 	enum last_data last;    /* what `write` writes by default */
+	pid_t sample_tids[64];  /* sample -t TID...: the threads sampled */
+	size_t nsample_tids;
 	bool heap_on;
 	/* JSON output: each command's fields, collected then printed as
 	 * one line; a stack for commands run by commands.  */
