@@ -547,6 +547,10 @@ START_TEST(missing_and_inspection)
 	ck_assert_int_eq(cp_session_break_insert(s, "no_such_file.c:10",
 						 false, NULL),
 			 -CP_E_NOSYM);
+	/* A system call cannot be stepped past from a trap hook.  */
+	ck_assert_int_eq(cp_session_break_insert(s, "trigger_syscall", false,
+						 NULL),
+			 -CP_E_INVAL);
 	/* A library's function is found too.  */
 	int id = 0;
 	ck_assert_int_eq(cp_session_break_insert(s, "nanosleep", false, &id),

@@ -256,7 +256,8 @@ struct cp_session_break {
  * that has code).  *ID (may be NULL) gets its number.  Returns
  * 0, -CP_E_NOSYM (nothing there), -CP_E_GONE (nothing attached),
  * -CP_E_INVAL (a breakpoint of someone else is there already: an int3 in
- * the code), or -CP_E_SYS.  */
+ * the code; or the instruction there is a system call, which cannot be
+ * stepped past), or -CP_E_SYS.  */
 int cp_session_break_insert(struct cp_session *session,
 			    const char *location, bool temporary, int *id);
 

@@ -240,7 +240,9 @@ bool cp_target_trap_pending(struct cp_target *target, pid_t tid);
 int cp_target_deliver_pending(struct cp_target *target, pid_t tid);
 
 /* Execute one instruction of the held thread TID (PTRACE_SINGLESTEP) and
- * hold it again.  Returns 0 or -CP_E_GONE.  */
+ * hold it again.  An instruction that faults (SIGSEGV, SIGBUS, SIGILL,
+ * SIGFPE) does not complete: the thread is held before it, the fault
+ * kept for its next resume.  Returns 0 or -CP_E_GONE.  */
 int cp_target_step(struct cp_target *target, pid_t tid);
 
 /* Registers of the held thread TID.  Return 0 or -CP_E_GONE.  */

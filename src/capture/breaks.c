@@ -77,6 +77,13 @@ static void fail(struct cp_breaks *b, int rc)
 
 /* ------------------------------------------------------------ bytes */
 
+/* Is CODE a system call instruction (syscall, sysenter, int $0x80)?  */
+static bool is_syscall(const uint8_t *code)
+{
+	return (code[0] == 0x0f && (code[1] == 0x05 || code[1] == 0x34)) ||
+	       (code[0] == 0xcd && code[1] == 0x80);
+}
+
 /* Put the int3 of breakpoint I in (sharing the byte of another at the
  * same address).  */
 static int put_in(struct cp_breaks *b, size_t i)
@@ -305,6 +312,10 @@ int cp_breaks_insert(struct cp_breaks *b, const struct cp_place *place,
 		rc = put_in(b, i);
 	} else {
 		rc = cp_int3_prepare(b->pid, bp, place->addr, false);
+		/* A system call cannot be stepped from inside a trap hook:
+		 * it may block for as long as it likes, and us with it.  */
+		if (rc == 0 && !bp->emulate && is_syscall(bp->orig))
+			rc = -CP_E_INVAL;
 		if (rc == 0)
 			rc = put_in(b, i);
 	}

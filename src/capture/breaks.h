@@ -28,7 +28,9 @@ void cp_breaks_free(struct cp_breaks *b);
 
 /* A breakpoint at PLACE (from cp_symbols_locate), named LOCATION as the
  * caller gave it; *ID (may be NULL) its number.  Returns 0, -CP_E_INVAL
- * (an int3 of someone else's is there), -CP_E_NOMEM or -CP_E_SYS.  */
+ * (an int3 of someone else's is there, or the instruction is a system
+ * call, which a hit could not be passed over), -CP_E_NOMEM or
+ * -CP_E_SYS.  */
 int cp_breaks_insert(struct cp_breaks *b, const struct cp_place *place,
 		     const char *location, bool temporary, int *id);
 

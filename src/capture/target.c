@@ -1471,6 +1471,15 @@ int cp_target_step(struct cp_target *t, pid_t tid)
 		int sig = WSTOPSIG(status);
 		if (sig == SIGTRAP && (status >> 16) == 0)
 			return 0; /* stepped */
+		if ((status >> 16) == 0 &&
+		    (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
+		     sig == SIGFPE)) {
+			/* The instruction faulted: stepping it again faults
+			 * again, for ever.  It did not complete; the fault
+			 * is the target's, delivered at the next resume.  */
+			th->pending_signal = sig;
+			return 0;
+		}
 		/* A signal of the target's arrived first: keep it for the
 		 * next resume and step again.  Anything else (an interrupt
 		 * stop of ours) is simply stepped past.  */
