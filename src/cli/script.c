@@ -44,7 +44,7 @@ void out_text(struct script *s, const char *fmt, ...)
 
 static struct outbuf *cur(struct script *s)
 {
-	return s->json && s->nout > 0 ? &s->out[s->nout - 1] : NULL;
+	return s->nout > 0 ? &s->out[s->nout - 1] : NULL;
 }
 
 /* The separator and the key of the next field.  */
@@ -122,22 +122,24 @@ void out_close(struct script *s, char bracket)
 
 /* Begin the fields of one JSON line: the result of command NAME, or an
  * event (NAME NULL).  */
-static void out_push(struct script *s, const char *name)
+static bool out_push(struct script *s, const char *name)
 {
 	if (!s->json || s->nout >= (int)(sizeof(s->out) / sizeof(*s->out)))
-		return;
+		return false;
 	struct outbuf *o = &s->out[s->nout++];
 	memset(o, 0, sizeof(*o));
 	snprintf(o->name, sizeof(o->name), "%s", name ? name : "");
 	o->f = open_memstream(&o->buf, &o->len);
 	o->first[0] = true;
+	return true;
 }
 
 /* End it: the line, its fields, then TAIL (JSON text beginning with a
  * comma, or ""), to standard output.  */
 static void out_pop(struct script *s, const char *tail)
 {
-	if (!s->json || s->nout == 0)
+	/* (set print json off ends its own line as it began: in JSON) */
+	if (s->nout == 0)
 		return;
 	struct outbuf *o = &s->out[--s->nout];
 	if (o->f)
@@ -163,13 +165,15 @@ static void out_pop(struct script *s, const char *tail)
 
 void out_event(struct script *s, const char *name)
 {
-	out_push(s, NULL);
+	s->event_pushed = out_push(s, NULL);
 	out_str(s, "event", name);
 }
 
 void out_event_end(struct script *s)
 {
-	out_pop(s, "");
+	if (s->event_pushed)
+		out_pop(s, "");
+	s->event_pushed = false;
 	if (!s->json)
 		fflush(stdout);
 }
@@ -728,9 +732,9 @@ static int expand(struct script *s, const char *text, char *out, size_t size)
 static void say_error(struct script *s, const char *word, bool pushed,
 		      struct script_reader *r)
 {
-	if (s->json) {
+	if (s->json || pushed) {
 		if (!pushed)
-			out_push(s, word);
+			pushed = out_push(s, word);
 		char *t = NULL;
 		size_t tl = 0;
 		FILE *f = open_memstream(&t, &tl);
@@ -744,7 +748,8 @@ static void say_error(struct script *s, const char *word, bool pushed,
 			}
 			fclose(f);
 		}
-		out_pop(s, t ? t : "");
+		if (pushed)
+			out_pop(s, t ? t : "");
 		free(t);
 	}
 	fflush(stdout);
@@ -815,10 +820,9 @@ int exec_line(struct script *s, const char *text, struct script_reader *r)
 		if (rc == 0 && d) {
 			rc = run_definition(s, d, args);
 		} else if (rc == 0) {
-			out_push(s, cmd->name);
-			pushed = true;
+			pushed = out_push(s, cmd->name);
 			rc = cmd->run(s, args, r);
-			if (rc == 0)
+			if (rc == 0 && pushed)
 				out_pop(s, ",\"ok\":true");
 		}
 	}

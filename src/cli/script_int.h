@@ -136,6 +136,7 @@ struct script {
 		bool first[16];
 	} out[32];
 	int nout;
+	bool event_pushed;
 };
 
 /* Set the error of the command running.  Returns -1.  */
