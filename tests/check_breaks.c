@@ -517,6 +517,53 @@ START_TEST(exec_makes_pending)
 }
 END_TEST
 
+/* A breakpoint on an instruction that faults (the target's own SIGSEGV,
+ * which its handler survives): stepped past, the fault is the target's,
+ * once — passed while sampling, and continued from a hold.  */
+START_TEST(faulting_instruction)
+{
+	int in = -1;
+	struct tu_proc *fx = start_trigger(&in);
+	struct cp_session *s = attach(fx->pid);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "trigger_fault_insn",
+						 false, &id),
+			 0);
+	struct cp_sampler_options so = {.frequency = 99, .max_depth = 16};
+	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	ck_assert_int_eq(write(in, "fault\n", 6), 6);
+	enum cp_session_end end;
+	for (int i = 0; i < 400 && !tu_proc_has_line_prefix(fx, "fault 1 ok");
+	     i++) {
+		ck_assert_int_eq(cp_session_sample_run(
+					 s, monotonic_ns() + 20000000u, NULL,
+					 &end),
+				 0);
+		tu_proc_wait_line(fx, "fault 1 ok", 1);
+	}
+	ck_assert_msg(tu_proc_has_line_prefix(fx, "fault 1 ok"), "%s",
+		      fx->output);
+	ck_assert_uint_eq(find_break(s, id)->hits, 1);
+	ck_assert_uint_eq(find_break(s, id)->passed, 1);
+	ck_assert_int_eq(write(in, "fault\n", 6), 6);
+	wait_hit(s, id);
+	ck_assert_int_eq(cp_session_continue(s), 0);
+	for (int i = 0; i < 400 && !tu_proc_has_line_prefix(fx, "fault 2 ok");
+	     i++) {
+		ck_assert_int_eq(cp_session_sample_run(
+					 s, monotonic_ns() + 20000000u, NULL,
+					 &end),
+				 0);
+		tu_proc_wait_line(fx, "fault 2 ok", 1);
+	}
+	ck_assert_msg(tu_proc_has_line_prefix(fx, "fault 2 ok"), "%s",
+		      fx->output);
+	ck_assert_uint_eq(find_break(s, id)->hits, 2);
+	close(in);
+	detach_and_check(s, fx);
+}
+END_TEST
+
 static bool collect(void *arg, const char *name)
 {
 	int *count = arg;
@@ -586,6 +633,7 @@ static Suite *breaks_suite(void)
 		{"missing", missing_and_inspection},
 		{"cancel", cancel_still_restores},
 		{"exec", exec_makes_pending},
+		{"fault", faulting_instruction},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
 		TCase *tc = tcase_create(cases[i].name);
