@@ -133,7 +133,6 @@ int run_script(const struct options *o, struct cp_session *session)
 	unsigned nex = 0;
 	for (size_t i = 0; i < o->n_script_items && !script_done(s, NULL); i++) {
 		const struct script_item *it = &o->script_items[i];
-		stop_requested = 0;
 		if (it->kind == 'x' && strcmp(it->text, "-") == 0) {
 			/* standard input, the session served between lines */
 			status = run_stdin(s, false);

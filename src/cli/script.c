@@ -787,7 +787,10 @@ int exec_line(struct script *s, const char *text, struct script_reader *r)
 	struct definition *d = NULL;
 	char args[4096];
 	/* Blocks and definitions: not commands of their own.  */
-	if (strcmp(word, "if") == 0) {
+	if (s->cfg.interrupt && *s->cfg.interrupt && !(r && r->interactive)) {
+		/* interrupted before this line: it does not run */
+		rc = script_error(s, "interrupted");
+	} else if (strcmp(word, "if") == 0) {
 		rc = do_if(s, rest, r);
 	} else if (strcmp(word, "while") == 0) {
 		rc = do_while(s, rest, r);
@@ -868,8 +871,6 @@ bool script_done(const struct script *s, int *status)
 
 int script_exec(struct script *s, const char *line, struct script_reader *r)
 {
-	if (s->cfg.interrupt)
-		*s->cfg.interrupt = 0;
 	return exec_line(s, line, r) < 0 ? 1 : 0;
 }
 
@@ -878,7 +879,10 @@ int script_run(struct script *s, struct script_reader *r)
 	int status = 0;
 	char *line;
 	while (!s->done && (line = r->next(r->arg, "(cprof) ")) != NULL) {
-		if (s->cfg.interrupt)
+		/* At the console, a Ctrl-C ends the command it came in;
+		 * elsewhere it ends the script (exec_line), even one that
+		 * came between two lines.  */
+		if (r->interactive && s->cfg.interrupt)
 			*s->cfg.interrupt = 0;
 		const char *p = line;
 		while (isspace((unsigned char)*p))
@@ -899,8 +903,6 @@ int script_source(struct script *s, const char *path);
 
 int script_run_file(struct script *s, const char *path)
 {
-	if (s->cfg.interrupt)
-		*s->cfg.interrupt = 0;
 	int rc = script_source(s, path);
 	if (rc < 0 && s->error_set) {
 		message("%s", s->error);
