@@ -564,6 +564,38 @@ START_TEST(faulting_instruction)
 }
 END_TEST
 
+/* A launched command: a breakpoint set before its exec waits, pending,
+ * and is put into the command's image at the exec, before its first
+ * instruction.  */
+START_TEST(launch_pending)
+{
+	struct cp_session *s = NULL;
+	/* Forks followed from the launch on: the insertion holds no
+	 * thread (which would take the exec event first).  */
+	struct cp_session_config config = {.warn = warn_print,
+					   .follow_forks = true};
+	ck_assert_int_eq(cp_session_new(&config, &s), 0);
+	char *argv[] = {CP_BUILD_DIR "/fixtures/trigger", "30", NULL};
+	ck_assert_int_eq(cp_session_launch(s, argv), 0);
+	pid_t pid = cp_session_pid(s);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "handle_request", true,
+						 &id),
+			 0);
+	ck_assert_uint_eq(find_break(s, id)->addr, 0);
+	wait_hit(s, id);
+	assert_held_stack(s, request_stack, 3);
+	ck_assert_int_eq(cp_session_continue(s), 0);
+	cp_session_detach(s);
+	cp_session_free(s);
+	ck_assert_int_eq(tu_traced_tasks(pid), 0);
+	char why[256] = "";
+	ck_assert_msg(tu_code_matches_files(pid, why, sizeof(why)), "%s", why);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+END_TEST
+
 static bool collect(void *arg, const char *name)
 {
 	int *count = arg;
@@ -634,6 +666,7 @@ static Suite *breaks_suite(void)
 		{"cancel", cancel_still_restores},
 		{"exec", exec_makes_pending},
 		{"fault", faulting_instruction},
+		{"launch", launch_pending},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
 		TCase *tc = tcase_create(cases[i].name);

@@ -40,6 +40,9 @@ struct cp_breaks {
 	uint64_t *removed;
 	size_t nremoved, removed_cap;
 	int error;                    /* first failure passing a hit */
+	/* Finds a location in the image there is now (after an exec).  */
+	int (*locate)(void *arg, const char *location, struct cp_place *out);
+	void *locate_arg;
 };
 
 /* ------------------------------------------------------------ lookup */
@@ -246,28 +249,75 @@ static void on_fork(void *arg, pid_t parent, pid_t child, bool vfork)
 			fail(b, -CP_E_SYS);
 }
 
+/* Put breakpoint I at PLACE in the image there is now: the int3 in when
+ * it is enabled, its fields from PLACE.  */
+static int arm(struct cp_breaks *b, size_t i, const struct cp_place *place)
+{
+	struct cp_int3 *bp = &b->int3[i];
+	memset(bp, 0, sizeof(*bp));
+	int rc;
+	ssize_t same = find_addr(b, place->addr);
+	if (same >= 0) {
+		*bp = b->int3[same];
+		bp->inserted = false;
+		rc = 0;
+	} else {
+		rc = cp_int3_prepare(b->pid, bp, place->addr, false);
+		/* A system call cannot be stepped from inside a trap hook:
+		 * it may block for as long as it likes, and us with it.  */
+		if (rc == 0 && !bp->emulate && is_syscall(bp->orig))
+			rc = -CP_E_INVAL;
+	}
+	if (rc == 0 && b->pub[i].enabled)
+		rc = put_in(b, i);
+	if (rc < 0) {
+		memset(bp, 0, sizeof(*bp));
+		return rc;
+	}
+	struct cp_session_break *p = &b->pub[i];
+	snprintf(p->function, sizeof(p->function), "%s", place->function);
+	snprintf(p->file, sizeof(p->file), "%s", place->file);
+	p->line = place->line;
+	snprintf(p->module, sizeof(p->module), "%s", place->module);
+	p->addr = place->addr;
+	return 0;
+}
+
 static void on_exec(void *arg)
 {
 	struct cp_breaks *b = arg;
 	/* The image the breakpoints were in is gone, our bytes with it:
-	 * they wait, pending (not put into the new image: its code at
-	 * those addresses, if any, is other code).  */
+	 * pending now.  */
 	for (size_t i = 0; i < b->n; i++) {
 		b->int3[i].inserted = false;
 		b->pub[i].addr = 0;
 	}
 	b->nremoved = 0;
 	b->held = false;
+	/* Put into the new image where their locations are in it (a
+	 * launched command's breakpoints, set before it ran), while the
+	 * thread that exec'ed is stopped here, before its first
+	 * instruction.  Only the program and the dynamic linker are mapped
+	 * yet: a library's function stays pending.  */
+	for (size_t i = 0; b->locate && i < b->n; i++) {
+		struct cp_place place;
+		if (b->locate(b->locate_arg, b->pub[i].location, &place) == 0)
+			arm(b, i, &place);
+	}
 }
 
 /* ------------------------------------------------------------ public */
 
 int cp_breaks_new(struct cp_session *session, struct cp_target *target,
-		  struct cp_breaks **out)
+		  int (*locate)(void *arg, const char *location,
+				struct cp_place *out),
+		  void *locate_arg, struct cp_breaks **out)
 {
 	struct cp_breaks *b = calloc(1, sizeof(*b));
 	if (!b)
 		return -CP_E_NOMEM;
+	b->locate = locate;
+	b->locate_arg = locate_arg;
 	b->session = session;
 	b->target = target;
 	b->pid = cp_target_pid(target);
@@ -298,44 +348,23 @@ int cp_breaks_insert(struct cp_breaks *b, const struct cp_place *place,
 		     const char *location, bool temporary, int *id)
 {
 	if (!cp_grow_zeroed((void **)&b->pub, &b->cap, b->n + 1,
-			    sizeof(*b->pub), 8))
-		return -CP_E_NOMEM;
-	if (!cp_grow_zeroed((void **)&b->int3, &b->int3_cap, b->n + 1,
+			    sizeof(*b->pub), 8) ||
+	    !cp_grow_zeroed((void **)&b->int3, &b->int3_cap, b->n + 1,
 			    sizeof(*b->int3), 8))
 		return -CP_E_NOMEM;
 	size_t i = b->n;
-	struct cp_int3 *bp = &b->int3[i];
-	memset(bp, 0, sizeof(*bp));
-	int rc;
-	if (find_addr(b, place->addr) >= 0) {
-		bp->addr = place->addr;
-		rc = put_in(b, i);
-	} else {
-		rc = cp_int3_prepare(b->pid, bp, place->addr, false);
-		/* A system call cannot be stepped from inside a trap hook:
-		 * it may block for as long as it likes, and us with it.  */
-		if (rc == 0 && !bp->emulate && is_syscall(bp->orig))
-			rc = -CP_E_INVAL;
-		if (rc == 0)
-			rc = put_in(b, i);
-	}
-	if (rc < 0) {
-		if (bp->inserted)
-			cp_int3_restore(b->pid, bp);
-		memset(bp, 0, sizeof(*bp));
-		return rc;
-	}
 	struct cp_session_break *p = &b->pub[i];
 	memset(p, 0, sizeof(*p));
-	p->id = b->next_id++;
+	memset(&b->int3[i], 0, sizeof(b->int3[i]));
 	snprintf(p->location, sizeof(p->location), "%s", location);
-	snprintf(p->function, sizeof(p->function), "%s", place->function);
-	snprintf(p->file, sizeof(p->file), "%s", place->file);
-	p->line = place->line;
-	snprintf(p->module, sizeof(p->module), "%s", place->module);
-	p->addr = place->addr;
 	p->temporary = temporary;
 	p->enabled = true;
+	if (place) {
+		int rc = arm(b, i, place);
+		if (rc < 0)
+			return rc;
+	}
+	p->id = b->next_id++;
 	b->n++;
 	if (id)
 		*id = p->id;

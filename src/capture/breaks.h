@@ -17,17 +17,22 @@
 struct cp_breaks;
 
 /* Breakpoints for the target SESSION has attached (TARGET), their hooks
- * added to the session's list.  Returns 0, -CP_E_NOMEM or -CP_E_BUSY
- * (the hook list is full).  */
+ * added to the session's list.  LOCATE (may be NULL) finds a location in
+ * the target's image as it is when called: after an exec, the pending
+ * breakpoints are put into the new image where it finds them.  Returns
+ * 0, -CP_E_NOMEM or -CP_E_BUSY (the hook list is full).  */
 int cp_breaks_new(struct cp_session *session, struct cp_target *target,
-		  struct cp_breaks **out);
+		  int (*locate)(void *arg, const char *location,
+				struct cp_place *out),
+		  void *locate_arg, struct cp_breaks **out);
 
 /* Every byte restored (cp_breaks_remove_all, when the target still
  * lives), the hooks taken out, and B freed.  NULL is fine.  */
 void cp_breaks_free(struct cp_breaks *b);
 
 /* A breakpoint at PLACE (from cp_symbols_locate), named LOCATION as the
- * caller gave it; *ID (may be NULL) its number.  Returns 0, -CP_E_INVAL
+ * caller gave it, or pending when PLACE is NULL (a launched command
+ * before its exec: put in at the exec); *ID (may be NULL) its number.  Returns 0, -CP_E_INVAL
  * (an int3 of someone else's is there, or the instruction is a system
  * call, which a hit could not be passed over), -CP_E_NOMEM or
  * -CP_E_SYS.  */

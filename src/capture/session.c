@@ -64,6 +64,8 @@ struct cp_session {
 	/* breakpoints (capture/breaks.c), made at the first insertion */
 	struct cp_breaks *breaks;
 	bool breaks_forks;            /* they count in forks_needed */
+	bool before_exec;             /* launched, its command not exec'ed
+				       * yet: what is mapped is not it */
 	/* profiling a function (capture/funcprof.c): while its sampler
 	 * runs; the counters of the last one once it stopped */
 	struct cp_funcprof *funcprof;
@@ -137,6 +139,7 @@ static void dispatch_fork(void *arg, pid_t parent, pid_t child, bool vfork)
 static void dispatch_exec(void *arg)
 {
 	struct cp_session *s = arg;
+	s->before_exec = false;
 	for (size_t i = 0; i < s->nclients; i++) {
 		struct cp_target_hooks c = s->clients[i];
 		if (c.on_exec)
@@ -214,6 +217,7 @@ static int set_up(struct cp_session *s)
 					      dispatch_exec, s };
 	s->nclients = 0;
 	s->forks_needed = 0;
+	s->before_exec = false;
 	cp_target_set_hooks(s->target, &dispatcher);
 	s->attached_ns = monotonic_ns();
 	s->cpu_at_attach_ns = process_cpu_ns();
@@ -301,6 +305,7 @@ int cp_session_launch(struct cp_session *s, char *const argv[])
 	if (rc < 0)
 		return rc;
 	rc = set_up(s);
+	s->before_exec = true;
 	if (rc < 0)
 		cp_session_detach(s);
 	return rc;
@@ -655,30 +660,43 @@ static void breaks_forks(struct cp_session *s)
 	}
 }
 
+/* Where LOCATION is in the target's image now (for breaks.c).  */
+static int locate(void *arg, const char *location, struct cp_place *out)
+{
+	struct cp_session *s = arg;
+	struct cp_symbols *lookup = cp_session_lookup_symbols(s);
+	if (!lookup)
+		return -CP_E_NOMEM;
+	return cp_symbols_locate(lookup, location, 0, out);
+}
+
 int cp_session_break_insert(struct cp_session *s, const char *location,
 			    bool temporary, int *id)
 {
 	if (!s->target || cp_target_exited(s->target))
 		return -CP_E_GONE;
-	struct cp_symbols *lookup = cp_session_lookup_symbols(s);
-	if (!lookup)
-		return -CP_E_NOMEM;
-	struct cp_place place;
-	int rc = cp_symbols_locate(lookup, location, 0, &place);
-	if (rc < 0)
-		return rc;
+	int rc;
 	if (!s->breaks) {
-		rc = cp_breaks_new(s, s->target, &s->breaks);
+		rc = cp_breaks_new(s, s->target, locate, s, &s->breaks);
 		if (rc < 0)
 			return rc;
 	}
 	/* Fork children followed before the int3 is in: none may copy it
-	 * unseen.  */
+	 * unseen.  (Holding the threads for that may take the exec of a
+	 * command just launched.)  */
 	if (!s->breaks_forks) {
 		s->breaks_forks = true;
 		cp_session_forks_need(s, true);
 	}
-	rc = cp_breaks_insert(s->breaks, &place, location, temporary, id);
+	/* A launched command whose exec was not taken yet: the breakpoint
+	 * waits for its image, and is set at the exec, before its first
+	 * instruction runs.  */
+	bool pending = s->before_exec;
+	struct cp_place place;
+	rc = pending ? 0 : locate(s, location, &place);
+	if (rc == 0)
+		rc = cp_breaks_insert(s->breaks, pending ? NULL : &place,
+				      location, temporary, id);
 	breaks_forks(s);
 	return rc;
 }
