@@ -356,7 +356,8 @@ static void expect_chain(const struct tu_run *run,
 /* Two samplings in one attach, written to two files: both profiles of
  * the hot chain, each holding its own window's samples (write empties
  * the session's profile), and the target attached once: one "Attached"
- * line.  */
+ * line, and info inferior, run after both windows, has been attached
+ * for at least their 1.5 s and at most the run of cprof-attach.  */
 START_TEST(test_two_samplings)
 {
 	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
@@ -390,6 +391,14 @@ START_TEST(test_two_samplings)
 	snprintf(said, sizeof(said), "%" PRIu64 " samples written to %s",
 		 tu_profile_total(b), second);
 	CHECK_RUN(strstr(run->out, said) != NULL, run, "no \"%s\"", said);
+	const char *info = strstr(run->out, "running, attached ");
+	double attached = 0;
+	CHECK_RUN(info != NULL &&
+			  sscanf(info, "running, attached %lf s", &attached) == 1,
+		  run, "no info inferior line");
+	CHECK_RUN(attached >= 1.5 && attached <= run->elapsed + 0.05, run,
+		  "info inferior says attached %.1f s, after windows of 1.5 s "
+		  "in a run of %.2f s", attached, run->elapsed);
 	CHECK_RUN(run->err[0] == '\0', run, "cprof-attach complained");
 	expect_untouched(fixture);
 	tu_profile_free(a);
@@ -428,6 +437,33 @@ START_TEST(test_ex_and_x_in_order)
 	tu_profile_free(profile);
 	free(out);
 	free(script);
+}
+END_TEST
+
+/* info inferior's time attached is a duration (cp_session_attached_ns is
+ * the moment of the attach): at least the 1 s window
+ * sampled in it, at most the run of cprof-attach; its overhead is the
+ * CPU time over that, and $_overhead the same.  */
+START_TEST(test_info_inferior_times)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	struct tu_run *run = RUN("-p", fixture->pid_text, "--json", "--batch",
+				 "-ex", "sample for 1s", "-ex", "info inferior",
+				 "-ex", "print $_overhead");
+	char checks[1024];
+
+	expect_exit(run, 0);
+	snprintf(checks, sizeof(checks),
+		 "i = C[1]\n"
+		 "assert 1.0 <= i['attached_seconds'] <= %.3f, i\n"
+		 "assert i['cpu_seconds'] <= i['attached_seconds'], i\n"
+		 "o = 100 * i['cpu_seconds'] / i['attached_seconds']\n"
+		 "assert abs(i['overhead_percent'] - o) <= 0.01 * o + 1e-3, (i, o)\n"
+		 "assert abs(C[2]['value'] - o) <= 0.05 * o + 1e-3, (C[2], o)\n",
+		 run->elapsed);
+	json_check(run, run->out, checks);
+	expect_untouched(fixture);
 }
 END_TEST
 
@@ -1127,6 +1163,30 @@ START_TEST(test_tbreak)
 }
 END_TEST
 
+/* The hit of a tbreak names its function and says "Temporary", as the
+ * hit of a break does (the breakpoint is deleted when its hit is
+ * reported: its name must be taken before), in text and in the JSON
+ * event.  */
+START_TEST(test_tbreak_hit_named)
+{
+	struct tu_proc *fixture = start_trigger();
+	struct tu_run *run = RUN("-p", fixture->pid_text, "--batch",
+				 "-ex", "tbreak handle_request", "-ex", "wait");
+
+	expect_exit(run, 0);
+	CHECK_RUN(strstr(run->out, "\nTemporary breakpoint 1, handle_request "
+				   "() at fixtures/trigger.c:") != NULL,
+		  run, "the hit of the tbreak does not name handle_request");
+	run = RUN("-p", fixture->pid_text, "--batch", "--json",
+		  "-ex", "tbreak handle_request", "-ex", "wait");
+	expect_exit(run, 0);
+	json_check(run, run->out,
+		   "assert E[0]['function'] == 'handle_request' and "
+		   "E[0]['file'].endswith('trigger.c'), E\n");
+	expect_trigger_fine(fixture);
+}
+END_TEST
+
 /* break FILE:LINE: the first line of handle_request's body (marked
  * BODY_MARK in the fixture's source); the hit's backtrace is there.  */
 START_TEST(test_break_file_line)
@@ -1332,6 +1392,127 @@ START_TEST(test_break_triggers_sampling)
 }
 END_TEST
 
+/* --------------------------------------------------- profile FUNC */
+
+/* The first number of the fixture's N-th line (1, 2...) that begins
+ * with PREFIX, read until it came: for inside's "total NS CALLS NESTED"
+ * the CPU ns its threads spent in the outermost handler calls returned
+ * so far.  */
+static unsigned long long nth_line_number(struct tu_proc *fixture,
+					  const char *prefix, unsigned n)
+{
+	uint64_t deadline = tu_now_ns() + STEP_TIMEOUT_MS * 1000000ull;
+
+	for (;;) {
+		unsigned k = 0;
+
+		for (const char *p = fixture->output; p && *p;) {
+			const char *end = strchr(p, '\n');
+
+			if (end == NULL)
+				break;
+			if (strncmp(p, prefix, strlen(prefix)) == 0 && ++k == n)
+				return strtoull(p + strlen(prefix), NULL, 10);
+			p = end + 1;
+		}
+		ck_assert_msg(tu_now_ns() < deadline && fixture->stdout_fd >= 0,
+			      "no %u lines \"%s\" from the fixture: %s", n,
+			      prefix, fixture->output);
+		/* read what came meanwhile (no such line: a short wait) */
+		tu_proc_wait_line(fixture, "\n", 20);
+	}
+}
+
+/* profile handler at 499 Hz for 2 s, typed into cprof-attach while the
+ * test drives the fixture: the folded profile written has only stacks
+ * under handler, none under other (the fixture's other half), and as
+ * many samples as the fixture's own clock says its threads spent inside
+ * handler in the window.  The window is bracketed exactly: the workers
+ * are parked (asleep inside handler, no CPU) when the profile starts and
+ * when it stops, and the fixture's totals are read then.  What remains
+ * is check_funcprof's tolerance: 15 % of the expected count for what a
+ * loaded machine does to the fixture's calibration, plus 16 periods: per
+ * thread the time credited and not yet sampled at the stop (under a
+ * period), and at each end the call each thread is parked in (counted by
+ * the fixture and not by us at the start, by us and not yet by the
+ * fixture at the end): handler(2) is 5.4 ms, 2.7 periods; 2 threads x
+ * (1 + 2 x 2.7) < 16.  */
+START_TEST(test_profile_function)
+{
+	int fix_in = -1, in = -1;
+	struct tu_proc *fixture = ready(tu_fixture_start_stdin(
+		&fix_in, "inside", LONG_RUN, NULL));
+	char *out = temp_path("handler.folded");
+	struct tu_run *run = start_cprof(&in, (const char *const[]){
+		"-p", fixture->pid_text, "--json", NULL });
+	char write[4200], *answer;
+	unsigned long long before, after;
+
+	say(fix_in, "park");
+	nth_line_number(fixture, "parked", 1);
+	say(fix_in, "total");
+	before = nth_line_number(fixture, "total ", 1);
+	answer = command_answer(run, in, "profile handler -F 499", "\"ok\":");
+	CHECK_RUN(strstr(answer, "\"ok\":true") != NULL &&
+			  strstr(answer, "\"function\":\"handler\"") != NULL,
+		  run, "profile: %s", answer);
+	free(answer);
+	say(fix_in, "unpark");
+	nth_line_number(fixture, "unparked", 1);
+	answer = command_answer(run, in, "sleep 2s", "\"ok\":");
+	free(answer);
+	say(fix_in, "park");
+	nth_line_number(fixture, "parked", 2);
+	say(fix_in, "total");
+	after = nth_line_number(fixture, "total ", 2);
+	answer = command_answer(run, in, "sample stop", "\"ok\":");
+	CHECK_RUN(strstr(answer, "\"ok\":true") != NULL, run,
+		  "sample stop: %s", answer);
+	free(answer);
+	snprintf(write, sizeof(write), "write %s", out);
+	answer = command_answer(run, in, write, "\"ok\":");
+	free(answer);
+	say(fix_in, "unpark");
+	close(in);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	expect_exit(run, 0);
+
+	struct tu_profile *profile = read_profile(run, out);
+	uint64_t total = tu_profile_total(profile);
+	uint64_t with_handler = tu_profile_count_frame(profile, "handler");
+	uint64_t under_other = tu_profile_count_frame(profile, "other");
+	double expected = (double)(after - before) / (1e9 / 499);
+	double tolerance = 0.15 * expected + 16;
+
+	fprintf(stderr, "profile handler: %" PRIu64 " samples, the fixture "
+		"%.3f s inside: %.1f periods (%s)\n", total,
+		(double)(after - before) / 1e9, expected, tu_machine_load());
+	if (with_handler != total || under_other != 0)
+		tu_profile_dump(profile, 20);
+	CHECK_RUN(total >= 20, run, "only %" PRIu64 " samples", total);
+	CHECK_RUN(with_handler == total && under_other == 0, run,
+		  "%" PRIu64 " of %" PRIu64 " stacks without handler, %" PRIu64
+		  " under other", total - with_handler, total, under_other);
+	CHECK_RUN((double)total >= expected - tolerance &&
+			  (double)total <= expected + tolerance,
+		  run, "%" PRIu64 " samples, the fixture's time inside is "
+		  "%.1f periods (tolerance %.1f)", total, expected, tolerance);
+	CHECK_RUN(tu_traced_tasks(fixture->pid) == 0, run,
+		  "the fixture is still traced");
+	/* It runs on and its own checks pass to the end.  */
+	say(fix_in, "exit");
+	ck_assert(tu_proc_wait_exit(fixture, STEP_TIMEOUT_MS));
+	ck_assert_msg(WIFEXITED(fixture->status) &&
+			      WEXITSTATUS(fixture->status) == 0 &&
+			      strstr(fixture->output, "FAIL") == NULL,
+		      "the fixture failed after the profile: %s",
+		      fixture->output);
+	close(fix_in);
+	tu_profile_free(profile);
+	free(out);
+}
+END_TEST
+
 /* ------------------------------------------------------- pipes */
 
 /* Commands typed into a pipe, text mode: each command's answer must be
@@ -1356,59 +1537,6 @@ START_TEST(test_text_answers_flushed)
 }
 END_TEST
 
-/* ------------------------------------------------------- known bugs */
-
-/* info inferior's time attached is a duration (cp_session_attached_ns is
- * the moment of the attach, CLOCK_MONOTONIC): at least the 1 s window
- * sampled in it, at most the run of cprof-attach; its overhead is the
- * CPU time over that, and $_overhead the same.  */
-START_TEST(test_bug_info_inferior_times)
-{
-	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
-							 NULL));
-	struct tu_run *run = RUN("-p", fixture->pid_text, "--json", "--batch",
-				 "-ex", "sample for 1s", "-ex", "info inferior",
-				 "-ex", "print $_overhead");
-	char checks[1024];
-
-	expect_exit(run, 0);
-	snprintf(checks, sizeof(checks),
-		 "i = C[1]\n"
-		 "assert 1.0 <= i['attached_seconds'] <= %.3f, i\n"
-		 "assert i['cpu_seconds'] <= i['attached_seconds'], i\n"
-		 "o = 100 * i['cpu_seconds'] / i['attached_seconds']\n"
-		 "assert abs(i['overhead_percent'] - o) <= 0.01 * o + 1e-3, (i, o)\n"
-		 "assert abs(C[2]['value'] - o) <= 0.05 * o + 1e-3, (C[2], o)\n",
-		 run->elapsed);
-	json_check(run, run->out, checks);
-	expect_untouched(fixture);
-}
-END_TEST
-
-/* The hit of a tbreak names its function and says "Temporary", as the
- * hit of a break does (the breakpoint is deleted when its hit is
- * reported: its name must be taken before), in text and in the JSON
- * event.  */
-START_TEST(test_bug_tbreak_hit_named)
-{
-	struct tu_proc *fixture = start_trigger();
-	struct tu_run *run = RUN("-p", fixture->pid_text, "--batch",
-				 "-ex", "tbreak handle_request", "-ex", "wait");
-
-	expect_exit(run, 0);
-	CHECK_RUN(strstr(run->out, "\nTemporary breakpoint 1, handle_request "
-				   "() at fixtures/trigger.c:") != NULL,
-		  run, "the hit of the tbreak does not name handle_request");
-	run = RUN("-p", fixture->pid_text, "--batch", "--json",
-		  "-ex", "tbreak handle_request", "-ex", "wait");
-	expect_exit(run, 0);
-	json_check(run, run->out,
-		   "assert E[0]['function'] == 'handle_request' and "
-		   "E[0]['file'].endswith('trigger.c'), E\n");
-	expect_trigger_fine(fixture);
-}
-END_TEST
-
 /* --------------------------------------------------------------- suite */
 
 static TCase *new_case(Suite *suite, const char *name, double timeout)
@@ -1421,15 +1549,6 @@ static TCase *new_case(Suite *suite, const char *name, double timeout)
 	return tcase;
 }
 
-/* A case for a known bug, not yet fixed where it lives: run only when
- * CK_RUN_CASE names it, so make check stays green meanwhile.  */
-static bool known_bug_wanted(const char *name)
-{
-	const char *wanted = getenv("CK_RUN_CASE");
-
-	return wanted != NULL && strcmp(wanted, name) == 0;
-}
-
 static Suite *script_suite(void)
 {
 	Suite *suite = suite_create("script");
@@ -1438,6 +1557,7 @@ static Suite *script_suite(void)
 	tcase = new_case(suite, "sampling", 120);
 	tcase_add_test(tcase, test_two_samplings);
 	tcase_add_test(tcase, test_ex_and_x_in_order);
+	tcase_add_test(tcase, test_info_inferior_times);
 	tcase = new_case(suite, "control", 120);
 	tcase_add_test(tcase, test_control);
 	tcase_add_test(tcase, test_define_optional_arg);
@@ -1452,6 +1572,7 @@ static Suite *script_suite(void)
 	tcase_add_test(tcase, test_break_commands_bt);
 	tcase_add_test(tcase, test_break_json);
 	tcase_add_test(tcase, test_tbreak);
+	tcase_add_test(tcase, test_tbreak_hit_named);
 	tcase_add_test(tcase, test_break_file_line);
 	tcase_add_test(tcase, test_condition);
 	tcase_add_test(tcase, test_ignore);
@@ -1465,14 +1586,8 @@ static Suite *script_suite(void)
 	tcase_add_test(tcase, test_error_block_without_end);
 	tcase_add_test(tcase, test_error_interrupted);
 	tcase_add_test(tcase, test_error_options);
-	if (known_bug_wanted("bug_tbreak_hit_named")) {
-		tcase = new_case(suite, "bug_tbreak_hit_named", 60);
-		tcase_add_test(tcase, test_bug_tbreak_hit_named);
-	}
-	if (known_bug_wanted("bug_info_inferior_times")) {
-		tcase = new_case(suite, "bug_info_inferior_times", 60);
-		tcase_add_test(tcase, test_bug_info_inferior_times);
-	}
+	tcase = new_case(suite, "profile", 120);
+	tcase_add_test(tcase, test_profile_function);
 	return suite;
 }
 
