@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/session.h"
 #include "testutil.h"
@@ -471,10 +472,10 @@ START_TEST(cancel_still_restores)
 }
 END_TEST
 
-/* An exec replaces the image the int3 was in: the breakpoint stays
- * listed, pending (addr 0), and the new image runs untouched to its
- * end.  */
-START_TEST(exec_makes_pending)
+/* An exec replaces the image the int3 was in: the breakpoint is put
+ * into the new image where its function is there, and goes on taking
+ * hits; the images run untouched to their end.  */
+START_TEST(exec_rearms)
 {
 	/* Three generations of 400 ms each: the first execs from its
 	 * helper thread, the second from its main thread.  */
@@ -487,35 +488,40 @@ START_TEST(exec_makes_pending)
 			 0);
 	wait_hit(s, id);
 	ck_assert_int_eq(cp_session_continue(s), 0);
-	/* The hits from now on are passed (sampling serves the target)
-	 * until the exec.  */
+	/* The hits from now on are passed (sampling serves the target,
+	 * and tells the address space of each exec: a new epoch).  */
 	struct cp_sampler_options so = {.frequency = 99, .max_depth = 16};
 	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	uint64_t epoch = cp_addrspace_epoch(cp_session_addrspace(s));
 	enum cp_session_end end = CP_SESSION_DEADLINE;
-	bool pending = false;
-	uint64_t hits_then = 0;
+	uint64_t hits_at_exec = 0;
+	bool more_after = false;
 	for (int i = 0; i < 400 && end != CP_SESSION_EXITED; i++) {
 		ck_assert_int_eq(cp_session_sample_run(
 					 s, monotonic_ns() + 50000000u, NULL,
 					 &end),
 				 0);
-		if (!pending && find_break(s, id)->addr == 0) {
-			pending = true;
-			hits_then = find_break(s, id)->hits;
-			ck_assert_uint_gt(hits_then, 1);
-		}
+		const struct cp_session_break *b = find_break(s, id);
+		if (!hits_at_exec &&
+		    cp_addrspace_epoch(cp_session_addrspace(s)) != epoch)
+			hits_at_exec = b->hits;
+		else if (hits_at_exec && b->hits > hits_at_exec + 1)
+			more_after = true;
+		ck_assert_uint_eq(b->hits - b->passed, 1);
 	}
-	ck_assert(pending);
+	ck_assert_uint_gt(hits_at_exec, 0);
+	ck_assert(more_after);
 	ck_assert_int_eq(end, CP_SESSION_EXITED);
-	ck_assert_uint_eq(find_break(s, id)->hits, hits_then);
 	/* The fixture is this process's child: the target's end was
 	 * collected by the session.  */
 	int status = cp_session_detach(s);
 	cp_session_free(s);
 	ck_assert(tu_proc_wait_line_prefix(fx, "ok ", READY_TIMEOUT_MS));
-	ck_assert(status == -1 || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+	ck_assert(status == -1 ||
+		  (WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 END_TEST
+
 
 /* A breakpoint on an instruction that faults (the target's own SIGSEGV,
  * which its handler survives): stepped past, the fault is the target's,
@@ -664,7 +670,7 @@ static Suite *breaks_suite(void)
 		{"fork", fork_child_clean},
 		{"missing", missing_and_inspection},
 		{"cancel", cancel_still_restores},
-		{"exec", exec_makes_pending},
+		{"exec", exec_rearms},
 		{"fault", faulting_instruction},
 		{"launch", launch_pending},
 	};

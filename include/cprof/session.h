@@ -226,12 +226,16 @@ struct cp_profile *cp_session_heap_profile(struct cp_session *session);
  * reported; reached at any other time (during cp_session_sample_run,
  * heap_run, or between calls) the hit is counted and the thread goes on
  * at once.  Breakpoints live on through sampling and heap tracing (both
- * may be on), are taken out of fork children, are dropped at an exec (the
- * image they were in is gone; cp_session_breaks shows them pending), and
+ * may be on), are taken out of fork children, are moved at an exec (the
+ * image they were in is gone; cp_session_breaks shows those not found in
+ * the new one pending), and
  * every byte is restored at cp_session_break_delete, detach and free.
  * They belong to the attachment: after cp_session_detach the list is
- * empty.  Breakpoints at one address share its byte.  Re-inserting a
- * pending breakpoint into the new image after an exec is not done.  */
+ * empty.  Breakpoints at one address share its byte.  At an exec each
+ * is put into the new image where its location is found there, before
+ * the first instruction runs (the program's own functions: its
+ * libraries are not mapped yet; those stay pending).  A breakpoint set
+ * on a command launched but not exec'ed yet is pending until then.  */
 
 struct cp_session_break {
 	int id;                /* 1, 2, ... in order of insertion, never
