@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -549,7 +550,8 @@ static int run_window(struct script *s, double seconds)
 {
 	uint64_t until = now_ns() + (uint64_t)(seconds * 1e9);
 	int rc = drive(s, until);
-	int rc2 = stop_sampling(s);
+	/* (the target's exit stopped it already) */
+	int rc2 = sampling_on(s) ? stop_sampling(s) : 0;
 	return rc < 0 ? rc : rc2;
 }
 
@@ -1602,7 +1604,33 @@ static int cmd_printf(struct script *s, char *args, struct script_reader *r)
 static int cmd_shell(struct script *s, char *args, struct script_reader *r)
 {
 	fflush(stdout);
-	int status = system(*args ? args : "${SHELL:-/bin/sh}");
+	fflush(stderr);
+	/* Not system(3): it ignores SIGINT while the command runs, and a
+	 * Ctrl-C meant for us that came then would be lost.  */
+	const char *shell = getenv("SHELL");
+	const char *cmd = *args ? args : NULL;
+	pid_t child = fork();
+	if (child < 0)
+		return script_error(s, "cannot run a shell: %s",
+				    strerror(errno));
+	if (child == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (cmd)
+			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		else
+			execl(shell && *shell ? shell : "/bin/sh", "sh",
+			      (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	while (waitpid(child, &status, 0) < 0) {
+		if (errno != EINTR) {
+			status = -1;
+			break;
+		}
+	}
 	int code = status == -1 ? 127
 		   : WIFEXITED(status) ? WEXITSTATUS(status)
 				       : 128 + WTERMSIG(status);
