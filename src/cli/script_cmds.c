@@ -1719,8 +1719,17 @@ static int cmd_top(struct script *s, char *args, struct script_reader *r)
 		.wall = o->wall,
 		.max_depth = o->max_depth ? o->max_depth : 512,
 		.stop = s->cfg.interrupt,
+		.force = &force_requested,
 	};
+	if (!top_has_terminal())
+		return script_error(s, "the live view needs a terminal");
+	const struct cp_profile *p = cp_session_profile(s->session);
+	if (p && cp_profile_total(p) > 0)
+		return script_error(s, "the session's profile holds samples: "
+				    "write or reset them first");
 	int rc = top_run(s->session, &tc);
+	if (r && r->interactive && s->cfg.interrupt)
+		*s->cfg.interrupt = 0; /* Ctrl-C ended the view, as q does */
 	return rc == 0 ? 0 : script_error(s, "the live view ended with "
 					  "status %d", rc);
 #endif
