@@ -96,14 +96,22 @@ static int tmux_run(const char *const args[], char **out)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* The whole pane, its scrolled-off lines too, wrapped lines joined.  */
-static char *screen(void)
+/* The whole pane, its scrolled-off lines too, wrapped lines joined
+ * (JOINED) or as the screen shows them.  */
+static char *screen_lines(bool joined)
 {
 	char *text = NULL;
-	tmux_run((const char *const[]){"capture-pane", "-p", "-J", "-S", "-",
-				       "-t", "console", NULL},
-		 &text);
+	const char *const joined_args[] = {"capture-pane", "-p", "-J", "-S",
+					   "-", "-t", "console", NULL};
+	const char *const as_shown[] = {"capture-pane", "-p", "-S", "-",
+					"-t", "console", NULL};
+	tmux_run(joined ? joined_args : as_shown, &text);
 	return text ? text : strdup("");
+}
+
+static char *screen(void)
+{
+	return screen_lines(true);
 }
 
 static void stop_tmux(void)
@@ -380,6 +388,20 @@ START_TEST(test_prompt)
 	free(s);
 	enter("echo hello\\n");
 	wait_text("\nhello\n");
+	/* Output without a newline keeps its line; the prompt comes on the
+	 * next one.  */
+	enter("echo no newline");
+	wait_text("no newline");
+	uint64_t deadline = tu_now_ns() + SCREEN_TIMEOUT_MS * 1000000ull;
+	for (bool own_line = false; !own_line;) {
+		char *lines = screen_lines(false);
+		own_line = strstr(lines, "\nno newline\n(cprof)\n") != NULL;
+		free(lines);
+		if (!own_line && tu_now_ns() > deadline)
+			give_up("the prompt did not come on a line of its own "
+				"after output without a newline");
+		tu_delay_ms(50);
+	}
 	enter("quit");
 	wait_exit("0");
 }
@@ -800,6 +822,41 @@ START_TEST(test_output_above_prompt)
 }
 END_TEST
 
+START_TEST(test_breakpoint_output)
+{
+	/* A breakpoint's commands run while a line is typed; what they
+	 * print comes above the prompt, and the line typed is kept.  */
+	start_console("");
+	struct tu_proc *fx = tu_fixture_start("trigger", "120", "100", NULL);
+	if (!fx || !tu_proc_wait_line(fx, "ready", READY_TIMEOUT_MS))
+		give_up("the fixture trigger did not start");
+	char line[64];
+	snprintf(line, sizeof(line), "attach %d", (int)fx->pid);
+	enter(line);
+	wait_last("(cprof)");
+	enter("break handle_request");
+	wait_text("Breakpoint 1 at ");
+	enter("commands");
+	wait_last(">");
+	enter("silent");
+	enter("printf \"[hit %d]\\n\", $_hits");
+	enter("end");
+	wait_last("(cprof)");
+	type("echo still typing");
+	wait_text_times("[hit ", 3);
+	wait_last("(cprof) echo still typing");
+	keys("Enter", NULL);
+	wait_text("\nstill typing");
+	enter("delete");
+	enter("quit");
+	wait_exit("0");
+	check_released(fx);
+	char why[256];
+	ck_assert_msg(tu_code_matches_files(fx->pid, why, sizeof(why)), "%s",
+		      why);
+}
+END_TEST
+
 START_TEST(test_resize)
 {
 	/* The terminal narrowed while a command ran: the next prompt's line
@@ -871,6 +928,8 @@ int main(void)
 		       test_sigterm_at_prompt);
 	tcase_add_test(new_case(suite, "output_above_prompt", 120),
 		       test_output_above_prompt);
+	tcase_add_test(new_case(suite, "breakpoint_output", 120),
+		       test_breakpoint_output);
 	tcase_add_test(new_case(suite, "resize", 120), test_resize);
 	SRunner *runner = srunner_create(suite);
 	srunner_run_all(runner, CK_NORMAL);

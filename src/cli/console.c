@@ -336,6 +336,21 @@ static bool serve(struct console *c)
 	return served;
 }
 
+/* Put the cursor at the start of a line of its own before the prompt:
+ * a command's output that did not end with a newline (echo, printf)
+ * stays on its line instead of being drawn over (zsh's way: a line's
+ * width of blanks wraps to the next line only from a column other than
+ * the first; then a carriage return).  */
+static void start_line(void)
+{
+	int rows = 0, cols = 0;
+	rl_get_screen_size(&rows, &cols);
+	if (cols <= 0 || cols > 4096)
+		return;
+	fprintf(rl_outstream, "%*s\r", cols, "");
+	fflush(rl_outstream);
+}
+
 /* The reader's next: a line from the terminal.  */
 static char *console_next(void *arg, const char *prompt)
 {
@@ -360,6 +375,7 @@ static char *console_next(void *arg, const char *prompt)
 	/* The terminal may have changed size while a command ran (our
 	 * SIGWINCH handler is in only at the prompt).  */
 	rl_reset_screen_size();
+	start_line();
 	rl_callback_handler_install(prompt, on_line);
 	while (!c->got_line) {
 		struct pollfd fds[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
