@@ -676,6 +676,72 @@ START_TEST(test_ctrl_c)
 }
 END_TEST
 
+/* The shell waits for a command: its last line is the bare prompt
+ * (capture-pane drops the space after "$").  */
+static bool at_prompt(const char *text, const void *arg)
+{
+	size_t len = strlen(text);
+	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
+		len--;
+	return len >= 1 && text[len - 1] == '$' &&
+	       (len == 1 || text[len - 2] == '\n');
+}
+
+static bool view_gone(const char *text, const void *arg)
+{
+	return !strstr(text, "cprof top");
+}
+
+/* Ctrl-Z in a shell with job control: the view gives the terminal back
+ * and stops (the shell says Stopped) while the target runs on, no thread
+ * held; fg draws it again and it samples on; q, exit 0, terminal as it
+ * was.  */
+START_TEST(test_ctrl_z)
+{
+	struct tu_proc *fixture =
+		ready(tu_fixture_start("chain-O0", LONG_RUN, NULL));
+	static unsigned serial;
+	snprintf(tmux_socket, sizeof(tmux_socket), "cprof-check-top-%d-z%u",
+		 (int)getpid(), serial++);
+	run_dir = tu_temp_dir();
+	int rc = TMUX(NULL, "new-session", "-d", "-x", "120", "-y", "40",
+		      "env PS1='$ ' HISTFILE=/dev/null bash --norc "
+		      "--noprofile -i");
+	ck_assert_msg(rc == 0, "tmux new-session failed (%d)", rc);
+	free(wait_screen(at_prompt, NULL, "the prompt"));
+	char line[1024];
+	snprintf(line, sizeof(line),
+		 "timeout --foreground 300 %s/cprof-attach --top %d 2>%s/err",
+		 CP_BUILD_DIR, (int)fixture->pid, run_dir);
+	ck_assert_int_eq(TMUX(NULL, "send-keys", line, "Enter"), 0);
+	free(wait_screen(has_row, "chain_gamma", "chain_gamma's row"));
+	keys("C-z");
+	/* The view is gone from the screen once cprof-attach stopped (the
+	 * shell's "Stopped" may have been printed on the view's screen,
+	 * left just after: the other processes of the job stop at once).  */
+	free(wait_screen(view_gone, NULL, "the normal screen"));
+	/* Stopped between two sampling steps: no thread of the target is
+	 * held, it runs.  */
+	ck_assert_msg(tu_wait_cpu_ticks(fixture->pid, 10, RUN_TIMEOUT_MS),
+		      "the target does not run while cprof-attach is "
+		      "stopped");
+	ck_assert_int_eq(TMUX(NULL, "send-keys", "fg", "Enter"), 0);
+	char *text = wait_screen(has_text, "running", "the view again");
+	long long before = samples_of(text);
+	free(text);
+	free(wait_screen(samples_above, &before, "samples after fg"));
+	keys("q");
+	free(wait_screen(at_prompt, NULL, "the prompt after q"));
+	snprintf(line, sizeof(line),
+		 "echo $? >%s/status; stty -a >%s/stty; : >%s/done", run_dir,
+		 run_dir, run_dir);
+	ck_assert_int_eq(TMUX(NULL, "send-keys", line, "Enter"), 0);
+	ck_assert_int_eq(wait_done(), 0);
+	check_terminal_restored();
+	check_target_released(fixture);
+}
+END_TEST
+
 /* -d: the view ends by itself.  */
 START_TEST(test_duration)
 {
@@ -773,6 +839,7 @@ static Suite *top_suite(void)
 	tcase_add_test(tc, test_help);
 	tcase_add_test(tc, test_resize_scroll);
 	tcase_add_test(tc, test_ctrl_c);
+	tcase_add_test(tc, test_ctrl_z);
 	tcase_add_test(tc, test_duration);
 	tcase_add_test(tc, test_target_exits);
 	suite_add_tcase(suite, tc);

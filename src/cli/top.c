@@ -15,6 +15,7 @@
  * the display goes on, so no tick is lost and nothing on screen moves. */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,6 +32,7 @@
 #include "cprof/profile.h"
 #include "cprof/sampler.h"
 #include "cprof/session.h"
+#include "cprof/target.h"
 #include "util/hashidx.h"
 
 #include "common.h"
@@ -107,6 +109,7 @@ struct top {
 	struct row *rows;
 	size_t nrows, rows_cap;
 	uint64_t start_ns, window_start_ns, paused_ns;
+	struct cp_sampler_options sample_options;
 	struct cp_sampler_stats stats;
 };
 
@@ -738,6 +741,38 @@ static volatile sig_atomic_t terminal_taken;
 static struct termios terminal_modes;
 static char terminal_reset[128];
 
+/* Job control: Ctrl-Z (SIGTSTP), or a background view touching the
+ * terminal (SIGTTIN, SIGTTOU).  Stopping where the signal comes could
+ * leave a thread of the target held for its sample (or on its way to a
+ * stop asked for) until fg; so the handler only notes the signal, and
+ * the view stops sampling first (suspend), then itself.  Signals
+ * ignored at the start stay ignored (ncurses installs its own handler
+ * only where the action is the default, so it leaves ours alone).  */
+static const int job_signals[] = {SIGTSTP, SIGTTIN, SIGTTOU};
+static struct sigaction job_before[3];
+static volatile sig_atomic_t suspend_signal;
+
+static void on_job_signal(int sig)
+{
+	suspend_signal = sig;
+}
+
+static void catch_job_signals(bool on)
+{
+	for (size_t i = 0; i < 3; i++) {
+		if (!on) {
+			sigaction(job_signals[i], &job_before[i], NULL);
+			continue;
+		}
+		sigaction(job_signals[i], NULL, &job_before[i]);
+		if (job_before[i].sa_handler != SIG_DFL)
+			continue;
+		struct sigaction sa = {.sa_handler = on_job_signal};
+		sigemptyset(&sa.sa_mask);
+		sigaction(job_signals[i], &sa, NULL);
+	}
+}
+
 static void keep_string(const char *cap)
 {
 	char *value = tigetstr(cap);
@@ -775,9 +810,12 @@ static SCREEN *take_terminal(void)
 {
 	if (tcgetattr(STDIN_FILENO, &terminal_modes) < 0)
 		return NULL;
+	catch_job_signals(true);
 	SCREEN *screen = newterm(NULL, stdout, stdin);
-	if (!screen)
+	if (!screen) {
+		catch_job_signals(false);
 		return NULL;
+	}
 	terminal_reset[0] = '\0';
 	keep_string("cnorm");
 	keep_string("sgr0");
@@ -799,6 +837,7 @@ static void give_terminal_back(SCREEN *screen)
 	terminal_taken = 0;
 	/* endwin restores the modes ncurses found; ours are the same.  */
 	tcsetattr(STDIN_FILENO, TCSANOW, &terminal_modes);
+	catch_job_signals(false);
 }
 
 /* ---------------------------------------------------------------- run */
@@ -825,6 +864,75 @@ static bool stop_asked(const struct top_config *c)
 	return (c->stop && *c->stop) || (c->force && *c->force);
 }
 
+/* Collect the stops the sampler asked for that had not landed when it
+ * stopped (its next step would have: they are left to the target's
+ * next poll), resuming each thread: no thread may wait for us while we
+ * are stopped, or between two runs of the console.  A thread that does
+ * not stop within a second (in a D-state sleep) is left to the next
+ * poll.  */
+static void settle(struct cp_session *session)
+{
+	struct cp_target *target = cp_session_target(session);
+	for (int i = 0; target && i < 1000 && !cp_target_exited(target) &&
+			cp_target_interrupts_outstanding(target) > 0;
+	     i++) {
+		cp_target_poll(target);
+		if (cp_target_interrupts_outstanding(target) == 0)
+			break;
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+}
+
+/* Stop as job control asked (suspend_signal), with no thread of the
+ * target held: sampling stops first (the stops it asked for served),
+ * the terminal is given back, then the signal's default action; after
+ * fg, sampling starts again and the view is redrawn.  Returns 0 or a
+ * -CP_E_* code.  */
+static int suspend(struct top *top)
+{
+	int sig = suspend_signal;
+	suspend_signal = 0;
+	bool sampling = !top->exited;
+	int rc = sampling ? cp_session_sample_stop(top->session) : 0;
+	if (sampling)
+		settle(top->session);
+	if (rc == 0 && sampling)
+		rc = take_window(top);
+	if (rc < 0)
+		return rc;
+	/* The rest of the job stopped at once and the shell may have the
+	 * terminal already: a background process setting its modes gets
+	 * SIGTTOU (and ncurses would retry for ever), so it is ignored for
+	 * the moment.  */
+	struct sigaction ignore = {.sa_handler = SIG_IGN}, ttou;
+	sigemptyset(&ignore.sa_mask);
+	sigaction(SIGTTOU, &ignore, &ttou);
+	endwin();
+	sigaction(SIGTTOU, &ttou, NULL);
+	struct sigaction dfl = {.sa_handler = SIG_DFL}, ours;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, &ours);
+	raise(sig);
+	/* Continued (fg, or SIGCONT).  */
+	sigaction(sig, &ours, NULL);
+	suspend_signal = 0;
+	if (sampling)
+		rc = cp_session_sample_start(top->session,
+					     &top->sample_options);
+	if (sampling &&
+	    (rc == -CP_E_GONE || cp_session_target_exited(top->session))) {
+		top->exited = true;
+		nodelay(stdscr, FALSE);
+		timeout(200);
+		rc = resume(top);
+	}
+	top->window_start_ns = now_ns();
+	clearok(curscr, TRUE);
+	draw(top);
+	return rc;
+}
+
 /* The view, once sampling is on: until q, a stop, the duration.
  * Returns 0 or a -CP_E_* code.  */
 static int view(struct top *top)
@@ -840,6 +948,11 @@ static int view(struct top *top)
 	for (;;) {
 		if (stop_asked(c))
 			return 0;
+		if (suspend_signal) {
+			int rc = suspend(top);
+			if (rc < 0)
+				return rc;
+		}
 		uint64_t now = now_ns();
 		if (!top->exited) {
 			uint64_t until = now + STEP_NS;
@@ -850,26 +963,23 @@ static int view(struct top *top)
 			enum cp_session_end end = CP_SESSION_DEADLINE;
 			int rc = cp_session_sample_run(top->session, until,
 						       c->stop, &end);
+			now = now_ns();
+			bool refresh = rc == 0 && (end == CP_SESSION_EXITED ||
+						   now >= next_refresh);
+			if (refresh)
+				rc = take_window(top);
 			if (rc < 0)
 				return rc;
-			now = now_ns();
 			if (end == CP_SESSION_EXITED) {
 				top->exited = true;
-				if (top->paused)
-					top->paused = false;
-				rc = take_window(top);
-				if (rc == 0)
-					rc = resume(top);
+				rc = resume(top);
 				if (rc < 0)
 					return rc;
 				/* Wait for keys only now.  */
 				nodelay(stdscr, FALSE);
 				timeout(200);
 				draw(top);
-			} else if (now >= next_refresh) {
-				rc = take_window(top);
-				if (rc < 0)
-					return rc;
+			} else if (refresh) {
 				next_refresh += refresh_ns;
 				if (next_refresh <= now)
 					next_refresh = now + refresh_ns;
@@ -914,12 +1024,12 @@ int top_run(struct cp_session *session, const struct top_config *config)
 		.pid = cp_session_pid(session),
 		.accumulated = true,
 	};
-	struct cp_sampler_options so = {
+	top.sample_options = (struct cp_sampler_options){
 		.frequency = config->frequency ? config->frequency : 99,
 		.wall = config->wall,
 		.max_depth = config->max_depth ? config->max_depth : 512,
 	};
-	int rc = cp_session_sample_start(session, &so);
+	int rc = cp_session_sample_start(session, &top.sample_options);
 	if (rc < 0) {
 		message("cannot sample process %d: %s", (int)top.pid,
 			cp_strerror(rc));
@@ -951,6 +1061,7 @@ int top_run(struct cp_session *session, const struct top_config *config)
 	rc = view(&top);
 	give_terminal_back(screen);
 	int stop_rc = cp_session_sample_stop(session);
+	settle(session);
 	/* The session is left with no samples, as it was found.  */
 	cp_profile_free(cp_session_take_profile(session));
 	int exit_code = EXIT_OK;
