@@ -446,6 +446,48 @@ START_TEST(fork_inside)
 }
 END_TEST
 
+/* --wall: threads asleep inside handler (parked in helper) are sampled
+ * off the CPU, read without a stop, their stacks mended the same way;
+ * the main thread, asleep outside, is not.  */
+START_TEST(wall_inside)
+{
+	struct inside fx;
+	start_fixture(&fx);
+	pid_t pid = fx.proc->pid;
+	struct cp_session *s = attach(pid);
+	struct cp_sampler_options so = {.frequency = 97, .wall = true,
+					.max_depth = 64};
+	ck_assert_int_eq(cp_session_sample_start_in(s, "handler", &so), 0);
+	run_until_returns(s, 10);
+	char line[64];
+	ask(s, &fx, "park", "parked", line, sizeof(line));
+	ck_assert_int_eq(cp_session_reset(s), 0);
+	run_until(s, monotonic_ns() + 500000000ull);
+	struct cp_profile *p = cp_session_take_profile(s);
+	ck_assert_ptr_nonnull(p);
+	uint64_t total = cp_profile_total(p);
+	uint64_t with_handler = samples_with(p, "handler", 1);
+	uint64_t under_worker = samples_with(p, "worker", 1);
+	uint64_t in_helper = samples_with(p, "helper", 1);
+	if (with_handler != total || under_worker != total)
+		dump_profile(p);
+	/* Two threads asleep, 97 ticks a second, half a second: not
+	 * asserted how many (a tick may come late), but some.  */
+	ck_assert_uint_gt(total, 0);
+	ck_assert_uint_eq(with_handler, total);
+	ck_assert_uint_eq(under_worker, total);
+	ck_assert_uint_eq(in_helper, total);
+	ck_assert_uint_eq(samples_with(p, "main", 1), 0);
+	cp_profile_free(p);
+	ask(s, &fx, "unpark", "unparked", line, sizeof(line));
+	ck_assert_int_eq(cp_session_sample_stop(s), 0);
+	cp_session_detach(s);
+	check_untouched(pid);
+	cp_session_free(s);
+	finish_fixture(&fx);
+}
+END_TEST
+
 /* Refusals: a function that is not there, a second start, nothing
  * attached; the counters of the last profile stay after its stop.  */
 START_TEST(refusals)
@@ -497,6 +539,7 @@ static Suite *funcprof_suite(void)
 	tcase_add_test(tc, samples_match_time_inside);
 	tcase_add_test(tc, stop_while_inside);
 	tcase_add_test(tc, fork_inside);
+	tcase_add_test(tc, wall_inside);
 	tcase_add_test(tc, refusals);
 	suite_add_tcase(suite, tc);
 	return suite;
