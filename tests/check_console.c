@@ -857,6 +857,56 @@ START_TEST(test_breakpoint_output)
 }
 END_TEST
 
+START_TEST(test_suspend)
+{
+	/* Ctrl-Z at the prompt stops cprof-attach with the terminal given
+	 * back to the shell; fg brings the prompt back, the line as it was,
+	 * readline's editing working again.  An interactive bash runs in
+	 * the pane for the job control.  */
+	prepare();
+	snprintf(tmux_socket, sizeof(tmux_socket), "cprof-check-%d-z",
+		 (int)getpid());
+	char command[4 * PATH_MAX];
+	snprintf(command, sizeof(command),
+		 "cd '%s' && exec env -u XDG_STATE_HOME -u CPROF_HISTSIZE "
+		 "CPROF_HISTFILE= INPUTRC='%s/inputrc' HOME='%s' "
+		 "PS1='[shell] ' bash --norc --noprofile -i",
+		 work_dir, work_dir, work_dir);
+	int rc = tmux_run((const char *const[]){"new-session", "-d", "-s",
+						"console", "-x", "120", "-y",
+						"40", command, NULL},
+			  NULL);
+	ck_assert_msg(rc == 0, "tmux new-session failed (%d)", rc);
+	tmux_started = true;
+	wait_last("[shell]");
+	char line[PATH_MAX + 64];
+	snprintf(line, sizeof(line), "'%s/cprof-attach'", CP_BUILD_DIR);
+	enter(line);
+	wait_last("(cprof)");
+	type("echo abc");
+	wait_last("(cprof) echo abc");
+	keys("C-z", NULL);
+	wait_text("Stopped");
+	wait_last("[shell]");
+	enter("fg");
+	/* the command line typed, in "Stopped" and as fg says it */
+	wait_text_times("/cprof-attach'", 3);
+	/* bash may say it after the console drew its line again, over it:
+	 * the first key draws it again too (C-e: to the end of the line,
+	 * where the cursor is).  */
+	keys("C-e", NULL);
+	wait_last("(cprof) echo abc");
+	type("def");
+	wait_last("(cprof) echo abcdef");
+	keys("Enter", NULL);
+	wait_text("\nabcdef");
+	enter("quit");
+	wait_text_times("[shell]", 3);
+	enter("echo \"[status $?]\"");
+	wait_text("[status 0]");
+}
+END_TEST
+
 START_TEST(test_resize)
 {
 	/* The terminal narrowed while a command ran: the next prompt's line
@@ -930,6 +980,7 @@ int main(void)
 		       test_output_above_prompt);
 	tcase_add_test(new_case(suite, "breakpoint_output", 120),
 		       test_breakpoint_output);
+	tcase_add_test(new_case(suite, "suspend", 120), test_suspend);
 	tcase_add_test(new_case(suite, "resize", 120), test_resize);
 	SRunner *runner = srunner_create(suite);
 	srunner_run_all(runner, CK_NORMAL);

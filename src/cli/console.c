@@ -44,6 +44,8 @@ struct console {
 	const char *prompt;     /* the prompt shown */
 	struct console_history history;
 	struct words words;
+	bool redraw_at_key;     /* continued after Ctrl-Z: draw the line
+				 * again before the next key */
 	int capture_fd;         /* memfd: what serving the session at the
 				 * prompt printed; -1: printed as it comes */
 };
@@ -56,26 +58,17 @@ static struct console *console;
 static volatile sig_atomic_t at_prompt;          /* waiting for a line */
 static volatile sig_atomic_t prompt_interrupted; /* Ctrl-C there */
 static volatile sig_atomic_t resized;            /* SIGWINCH there */
+static volatile sig_atomic_t suspend_asked;      /* Ctrl-Z there */
+static volatile sig_atomic_t continued;          /* SIGCONT there */
 static volatile sig_atomic_t ending_signal;      /* SIGTERM or SIGHUP */
 static int wake_pipe[2] = {-1, -1};
 
-/* The actions ours replaced, to chain to and to restore.  */
-static struct sigaction saved_int, saved_term, saved_hup, saved_winch;
-static bool installed_int, installed_term, installed_hup, installed_winch;
-
-static struct sigaction *saved_action(int sig)
-{
-	switch (sig) {
-	case SIGINT:
-		return &saved_int;
-	case SIGTERM:
-		return &saved_term;
-	case SIGHUP:
-		return &saved_hup;
-	default:
-		return &saved_winch;
-	}
-}
+/* The actions ours replaced, to chain to and to restore; whether ours
+ * is in.  SIGINT, SIGTERM and SIGHUP: while the console runs; SIGWINCH,
+ * SIGTSTP and SIGCONT: at the prompt only (a command's own, top's
+ * ncurses, keeps the defaults).  */
+static struct sigaction saved_actions[NSIG];
+static bool installed[NSIG];
 
 static void wake(void)
 {
@@ -86,16 +79,20 @@ static void wake(void)
 	}
 }
 
-/* The console's handler of SIGINT, SIGTERM, SIGHUP and (at the prompt)
- * SIGWINCH.  A Ctrl-C at the prompt is the prompt's: nothing runs that
- * it could end.  Otherwise the signal goes on to the handler it
- * replaced (on_stop_signal): a command running ends, and a SIGTERM or
- * SIGHUP also ends the console.  */
+/* The console's signal handler.  A Ctrl-C at the prompt is the
+ * prompt's: nothing runs that it could end.  Otherwise a stop signal
+ * goes on to the handler it replaced (on_stop_signal): a command
+ * running ends, and a SIGTERM or SIGHUP also ends the console.  */
 static void on_console_signal(int sig, siginfo_t *info, void *context)
 {
 	int saved_errno = errno;
-	if (sig == SIGWINCH) {
-		resized = 1;
+	if (sig == SIGWINCH || sig == SIGTSTP || sig == SIGCONT) {
+		if (sig == SIGWINCH)
+			resized = 1;
+		else if (sig == SIGTSTP)
+			suspend_asked = 1;
+		else
+			continued = 1;
 		wake();
 	} else if (sig == SIGINT && at_prompt) {
 		prompt_interrupted = 1;
@@ -105,7 +102,7 @@ static void on_console_signal(int sig, siginfo_t *info, void *context)
 			ending_signal = sig;
 			wake();
 		}
-		const struct sigaction *old = saved_action(sig);
+		const struct sigaction *old = &saved_actions[sig];
 		if (old->sa_flags & SA_SIGINFO) {
 			old->sa_sigaction(sig, info, context);
 		} else if (old->sa_handler == SIG_DFL) {
@@ -120,29 +117,29 @@ static void on_console_signal(int sig, siginfo_t *info, void *context)
 }
 
 /* Put our handler in front of SIG's, unless SIG is ignored (a stop
- * signal ignored at start stays ignored).  */
-static bool install(int sig)
+ * signal ignored at start stays ignored; so does a SIGTSTP that a shell
+ * without job control left ignored).  */
+static void install(int sig)
 {
-	struct sigaction *old = saved_action(sig);
+	struct sigaction *old = &saved_actions[sig];
+	installed[sig] = false;
 	if (sigaction(sig, NULL, old) != 0 ||
 	    (!(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_IGN &&
-	     sig != SIGWINCH))
-		return false;
+	     sig != SIGWINCH && sig != SIGCONT))
+		return;
 	struct sigaction sa = *old;
 	sa.sa_sigaction = on_console_signal;
 	/* No SA_RESTART, as the handler we chain to: waits end early.  */
 	sa.sa_flags = (old->sa_flags & ~(SA_RESETHAND | SA_RESTART)) |
 		      SA_SIGINFO;
-	if (sig == SIGWINCH)
-		sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	return sigaction(sig, &sa, NULL) == 0;
+	installed[sig] = sigaction(sig, &sa, NULL) == 0;
 }
 
-static void uninstall(int sig, bool *installed)
+static void uninstall(int sig)
 {
-	if (*installed)
-		sigaction(sig, saved_action(sig), NULL);
-	*installed = false;
+	if (installed[sig])
+		sigaction(sig, &saved_actions[sig], NULL);
+	installed[sig] = false;
 }
 
 static void drain_wake_pipe(void)
@@ -336,6 +333,16 @@ static bool serve(struct console *c)
 	return served;
 }
 
+/* Draw the prompt and the line again where readline drew them (or, when
+ * something else wrote over them, on the line the cursor is on).  */
+static void redraw(struct console *c)
+{
+	(void)c;
+	rl_clear_visible_line();
+	rl_on_new_line();
+	rl_forced_update_display();
+}
+
 /* Put the cursor at the start of a line of its own before the prompt:
  * a command's output that did not end with a newline (echo, printf)
  * stays on its line instead of being drawn over (zsh's way: a line's
@@ -366,10 +373,13 @@ static char *console_next(void *arg, const char *prompt)
 	bool top = strcmp(prompt, ">") != 0;
 	c->prompt = prompt;
 	c->got_line = false;
+	c->redraw_at_key = false;
 	drain_wake_pipe();
 	prompt_interrupted = 0;
-	resized = 0;
-	installed_winch = install(SIGWINCH);
+	resized = suspend_asked = continued = 0;
+	install(SIGWINCH);
+	install(SIGTSTP);
+	install(SIGCONT);
 	at_prompt = 1;
 	bool ended = false;
 	/* The terminal may have changed size while a command ran (our
@@ -408,6 +418,28 @@ static char *console_next(void *arg, const char *prompt)
 			new_prompt(c);
 			continue;
 		}
+		if (suspend_asked) {
+			/* Ctrl-Z: the terminal as it was, stopped until fg
+			 * (unless fg came already: then a stop would stay
+			 * until the next SIGCONT).  */
+			suspend_asked = 0;
+			rl_deprep_terminal();
+			fflush(rl_outstream);
+			if (!continued)
+				raise(SIGSTOP);
+		}
+		if (continued) {
+			/* The shell put its own terminal modes back while
+			 * we were stopped: readline's again, the line
+			 * drawn again now and at the next key (the shell
+			 * may print its "fg" line after it continued us,
+			 * over ours).  */
+			continued = 0;
+			rl_deprep_terminal();
+			rl_prep_terminal(1);
+			redraw(c);
+			c->redraw_at_key = true;
+		}
 		if (resized) {
 			resized = 0;
 			rl_resize_terminal();
@@ -418,11 +450,17 @@ static char *console_next(void *arg, const char *prompt)
 			ended = true;
 			break;
 		}
-		if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP)))
+		if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP))) {
+			if (c->redraw_at_key)
+				redraw(c);
+			c->redraw_at_key = false;
 			rl_callback_read_char();
+		}
 	}
 	at_prompt = 0;
-	uninstall(SIGWINCH, &installed_winch);
+	uninstall(SIGWINCH);
+	uninstall(SIGTSTP);
+	uninstall(SIGCONT);
 	if (ended) {
 		rl_callback_handler_remove();
 		fputc('\n', stdout);
@@ -477,15 +515,15 @@ int console_run(struct script *script)
 			close(c.capture_fd);
 		return EXIT_RUNTIME;
 	}
-	installed_int = install(SIGINT);
-	installed_term = install(SIGTERM);
-	installed_hup = install(SIGHUP);
+	install(SIGINT);
+	install(SIGTERM);
+	install(SIGHUP);
 
 	int status = script_run(script, &c.r);
 
-	uninstall(SIGINT, &installed_int);
-	uninstall(SIGTERM, &installed_term);
-	uninstall(SIGHUP, &installed_hup);
+	uninstall(SIGINT);
+	uninstall(SIGTERM);
+	uninstall(SIGHUP);
 	close(wake_pipe[0]);
 	close(wake_pipe[1]);
 	wake_pipe[0] = wake_pipe[1] = -1;
