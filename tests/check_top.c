@@ -5,6 +5,9 @@
  * screen, polling, with a generous limit that only ends a hung test:
  * nothing asserts how long anything took.
  *
+ * The counting itself (self, total once a stack, per thread, the pause)
+ * is checked first on profiles made by hand (top_data.c).
+ *
  * The pane runs a shell line: cprof-attach, then its exit status and the
  * terminal's modes (stty -a) into files of a temporary directory, then a
  * file saying it is done; the test reads those to see that the program
@@ -23,6 +26,10 @@
 #include <unistd.h>
 
 #include "testutil.h"
+
+/* The view's data part, for its unit tests (it is cprof-attach's, not
+ * the library's).  */
+#include "cli/top_data.c"
 
 #define READY_TIMEOUT_MS 10000 /* fixture start-up */
 #define SCREEN_TIMEOUT_MS 30000 /* for something to appear on screen */
@@ -177,19 +184,19 @@ static bool line_of(const char *text, int n, char *line, size_t size)
 }
 
 /* One row of the table: "SELF%  TOTAL%  SELF  TOTAL  FUNCTION [MODULE]". */
-struct row {
+struct screen_row {
 	double self_pct, total_pct;
 	uint64_t self, total;
 	char function[128];
 };
 
 /* The rows of screen TEXT, at most MAX; returns how many.  */
-static size_t rows_of(const char *text, struct row *rows, size_t max)
+static size_t rows_of(const char *text, struct screen_row *rows, size_t max)
 {
 	size_t n = 0;
 	char line[512];
 	for (int i = 3; n < max && line_of(text, i, line, sizeof(line)); i++) {
-		struct row r;
+		struct screen_row r;
 		if (sscanf(line, "%lf%% %lf%% %" SCNu64 " %" SCNu64 " %127s",
 			   &r.self_pct, &r.total_pct, &r.self, &r.total,
 			   r.function) == 5)
@@ -198,7 +205,7 @@ static size_t rows_of(const char *text, struct row *rows, size_t max)
 	return n;
 }
 
-static const struct row *find_row(const struct row *rows, size_t n,
+static const struct screen_row *find_row(const struct screen_row *rows, size_t n,
 				  const char *function)
 {
 	for (size_t i = 0; i < n; i++)
@@ -268,9 +275,9 @@ static bool has_text(const char *text, const void *arg)
 /* A screen whose table has function ARG with at least 20 samples.  */
 static bool has_row(const char *text, const void *arg)
 {
-	struct row rows[64];
+	struct screen_row rows[64];
 	size_t n = rows_of(text, rows, 64);
-	const struct row *r = find_row(rows, n, arg);
+	const struct screen_row *r = find_row(rows, n, arg);
 	return r && r->total >= 20;
 }
 
@@ -336,6 +343,162 @@ static void check_target_released(struct tu_proc *fixture)
 		      "process %d does not run on", (int)fixture->pid);
 }
 
+/* ------------------------------------------------------ data (unit) */
+
+/* A location of one function, or of INNER inlined into OUTER.  */
+static uint32_t location(struct cp_profile *p, uint64_t address,
+			 const char *inner, const char *outer)
+{
+	struct cp_line lines[2] = {
+		{.function = cp_profile_intern(p, inner, strlen(inner)),
+		 .inlined = outer != NULL},
+		{.function = outer ? cp_profile_intern(p, outer, strlen(outer))
+				   : 0},
+	};
+	uint32_t module = cp_profile_intern(p, "app", 3);
+	uint32_t id = cp_profile_add_location(p, address, module, lines,
+					      outer ? 2 : 1);
+	ck_assert_uint_ne(id, UINT32_MAX);
+	return id;
+}
+
+static void add(struct cp_profile *p, pid_t tid, uint64_t count,
+		const uint32_t *locs, size_t n)
+{
+	uint32_t stack = cp_profile_intern_stack(p, locs, n);
+	ck_assert_uint_ne(stack, UINT32_MAX);
+	ck_assert_int_eq(cp_profile_add(p, tid, stack, count), 0);
+}
+
+static const struct row_data {
+	const char *name;
+	uint64_t self, total;
+} *no_rows = NULL;
+
+/* TOP's rows are WANT (in order), of SAMPLES samples.  */
+static void check_rows(struct top *top, uint64_t samples,
+		       const struct row_data *want, size_t n)
+{
+	uint64_t got_samples = 0;
+	ck_assert_int_eq(top_make_rows(top, &got_samples), 0);
+	ck_assert_uint_eq(got_samples, samples);
+	ck_assert_msg(top->nrows == n, "%zu rows, expected %zu", top->nrows,
+		      n);
+	for (size_t i = 0; i < n; i++) {
+		const struct row *r = &top->rows[i];
+		const char *name = top->functions[r->function].name;
+		ck_assert_msg(strcmp(name, want[i].name) == 0 &&
+				      r->self == want[i].self &&
+				      r->total == want[i].total,
+			      "row %zu: %s %" PRIu64 " %" PRIu64
+			      ", expected %s %" PRIu64 " %" PRIu64,
+			      i, name, r->self, r->total, want[i].name,
+			      want[i].self, want[i].total);
+	}
+}
+
+/* Thread 101: c <- a <- b <- a <- main (a recursive: its total counts
+ * once a stack) 3 times, and inl_leaf inlined into d <- main once;
+ * thread 102: b <- main twice.  */
+static struct cp_profile *hand_profile(void)
+{
+	struct cp_profile *p = cp_profile_new();
+	ck_assert_ptr_nonnull(p);
+	uint32_t m = location(p, 0x1000, "main", NULL);
+	uint32_t a = location(p, 0x2000, "a", NULL);
+	uint32_t b = location(p, 0x3000, "b", NULL);
+	uint32_t c = location(p, 0x4000, "c", NULL);
+	uint32_t inl = location(p, 0x5000, "inl_leaf", "d");
+	add(p, 101, 3, (const uint32_t[]){c, a, b, a, m}, 5);
+	add(p, 101, 1, (const uint32_t[]){inl, m}, 2);
+	add(p, 102, 2, (const uint32_t[]){b, m}, 2);
+	cp_profile_set_thread_name(p, 101, "worker-1");
+	cp_profile_set_thread_name(p, 102, "worker-2");
+	return p;
+}
+
+START_TEST(test_data_counts)
+{
+	struct top top = {.accumulated = true};
+	struct cp_profile *p = hand_profile();
+	ck_assert_int_eq(top_add_window(&top, p, 1.0), 0);
+	cp_profile_free(p);
+	/* By self, then total, then name.  */
+	static const struct row_data all[] = {
+		{"c", 3, 3},	    {"b", 2, 5}, {"inl_leaf", 1, 1},
+		{"main", 0, 6}, {"a", 0, 3}, {"d", 0, 1},
+	};
+	check_rows(&top, 6, all, 6);
+	top.sort = SORT_TOTAL;
+	static const struct row_data by_total[] = {
+		{"main", 0, 6}, {"b", 2, 5},	{"c", 3, 3},
+		{"a", 0, 3},	{"inl_leaf", 1, 1}, {"d", 0, 1},
+	};
+	check_rows(&top, 6, by_total, 6);
+	top.sort = SORT_NAME;
+	static const struct row_data by_name[] = {
+		{"a", 0, 3}, {"b", 2, 5},	 {"c", 3, 3},
+		{"d", 0, 1}, {"inl_leaf", 1, 1}, {"main", 0, 6},
+	};
+	check_rows(&top, 6, by_name, 6);
+	/* One thread: its rows, its samples.  */
+	top.sort = SORT_SELF;
+	top.shown_tid = 102;
+	static const struct row_data t102[] = {{"b", 2, 2}, {"main", 0, 2}};
+	check_rows(&top, 2, t102, 2);
+	ck_assert_str_eq(top_thread_name(&top, 101), "worker-1");
+	ck_assert_str_eq(top_thread_name(&top, 102), "worker-2");
+	/* > steps all, 101, 102, all; < the other way.  */
+	top.shown_tid = 0;
+	top_cycle_thread(&top, 1);
+	ck_assert_int_eq(top.shown_tid, 101);
+	top_cycle_thread(&top, 1);
+	ck_assert_int_eq(top.shown_tid, 102);
+	top_cycle_thread(&top, 1);
+	ck_assert_int_eq(top.shown_tid, 0);
+	top_cycle_thread(&top, -1);
+	ck_assert_int_eq(top.shown_tid, 102);
+	top_free(&top);
+}
+END_TEST
+
+/* A second window adds to "since the start" and is the last interval;
+ * while paused, windows are held and the tables shown stay as they
+ * were; on resume the held ones join.  */
+START_TEST(test_data_windows)
+{
+	struct top top = {.accumulated = true};
+	struct cp_profile *p = hand_profile();
+	ck_assert_int_eq(top_add_window(&top, p, 1.0), 0);
+	top.paused = true;
+	ck_assert_int_eq(top_add_window(&top, p, 1.0), 0);
+	ck_assert_int_eq(top_add_window(&top, p, 1.0), 0);
+	static const struct row_data once[] = {
+		{"c", 3, 3},	    {"b", 2, 5}, {"inl_leaf", 1, 1},
+		{"main", 0, 6}, {"a", 0, 3}, {"d", 0, 1},
+	};
+	check_rows(&top, 6, once, 6);
+	ck_assert_int_eq(top_resume(&top), 0);
+	ck_assert(!top.paused);
+	static const struct row_data thrice[] = {
+		{"c", 9, 9},	     {"b", 6, 15}, {"inl_leaf", 3, 3},
+		{"main", 0, 18}, {"a", 0, 9},  {"d", 0, 3},
+	};
+	check_rows(&top, 18, thrice, 6);
+	top.accumulated = false;
+	check_rows(&top, 6, once, 6);
+	/* An empty window: the last interval is empty, the rest stays.  */
+	struct cp_profile *empty = cp_profile_new();
+	ck_assert_int_eq(top_add_window(&top, empty, 1.0), 0);
+	check_rows(&top, 0, no_rows, 0);
+	top.accumulated = true;
+	check_rows(&top, 18, thrice, 6);
+	cp_profile_free(empty);
+	cp_profile_free(p);
+	top_free(&top);
+}
+END_TEST
+
 /* ------------------------------------------------------------- tests */
 
 /* The hot chain of chain-O0 is in the table with its shares: the leaf
@@ -347,19 +510,19 @@ START_TEST(test_rows)
 		ready(tu_fixture_start("chain-O0", LONG_RUN, NULL));
 	start_top(fixture->pid, NULL);
 	char *text = wait_screen(has_row, "chain_gamma", "chain_gamma's row");
-	struct row rows[64];
+	struct screen_row rows[64];
 	size_t n = rows_of(text, rows, 64);
 	static const char *const chain[] = {"main", "chain_alpha",
 					    "chain_beta", "chain_gamma",
 					    "fx_work"};
 	for (size_t i = 0; i < sizeof(chain) / sizeof(*chain); i++) {
-		const struct row *r = find_row(rows, n, chain[i]);
+		const struct screen_row *r = find_row(rows, n, chain[i]);
 		ck_assert_msg(r, "no row for %s:\n%s", chain[i], text);
 		ck_assert_msg(r->total_pct >= 80.0,
 			      "%s is on %.2f%% of the stacks, expected nearly "
 			      "all:\n%s", chain[i], r->total_pct, text);
 	}
-	const struct row *leaf = find_row(rows, n, "fx_work");
+	const struct screen_row *leaf = find_row(rows, n, "fx_work");
 	ck_assert_msg(leaf->self_pct >= 80.0 && leaf == &rows[0],
 		      "fx_work should lead the table by self:\n%s", text);
 	ck_assert_msg(strstr(text, "pid ") && strstr(text, "chain-O0") &&
@@ -415,7 +578,7 @@ static bool sorted_by(const char *text, const void *arg)
 		 key == 't' ? "total" : key == 'n' ? "name" : "self");
 	if (!strstr(text, want))
 		return false;
-	struct row rows[64];
+	struct screen_row rows[64];
 	return rows_of(text, rows, 64) >= 5;
 }
 
@@ -437,10 +600,10 @@ START_TEST(test_sort)
 						     : "*SELF%";
 		ck_assert_msg(strstr(text, mark), "%s not marked:\n%s", mark,
 			      text);
-		struct row rows[64];
+		struct screen_row rows[64];
 		size_t n = rows_of(text, rows, 64);
 		for (size_t i = 1; i < n; i++) {
-			const struct row *a = &rows[i - 1], *b = &rows[i];
+			const struct screen_row *a = &rows[i - 1], *b = &rows[i];
 			bool in_order =
 				order[k] == 'n'	  ? strcmp(a->function,
 							   b->function) <= 0
@@ -558,7 +721,7 @@ START_TEST(test_thread_filter)
 	char want[64];
 	snprintf(want, sizeof(want), "thread %d worker-b", (int)worker_b);
 	ck_assert_msg(strstr(text, want), "expected \"%s\":\n%s", want, text);
-	struct row rows[64];
+	struct screen_row rows[64];
 	size_t n = rows_of(text, rows, 64);
 	ck_assert_msg(find_row(rows, n, "path_b2") &&
 			      find_row(rows, n, "path_b1"),
@@ -584,13 +747,13 @@ END_TEST
 
 static bool no_module_column(const char *text, const void *arg)
 {
-	struct row rows[64];
+	struct screen_row rows[64];
 	return !strstr(text, "MODULE") && rows_of(text, rows, 64) >= 1;
 }
 
 static bool first_row_is(const char *text, const void *arg)
 {
-	struct row rows[64];
+	struct screen_row rows[64];
 	return rows_of(text, rows, 64) >= 1 &&
 	       strcmp(rows[0].function, arg) == 0;
 }
@@ -607,14 +770,14 @@ START_TEST(test_resize_scroll)
 	free(wait_screen(has_text, "sort: name", "sort by name"));
 	keys("p");
 	char *text = wait_screen(has_text, "paused", "paused");
-	struct row all[64];
+	struct screen_row all[64];
 	size_t nall = rows_of(text, all, 64);
 	free(text);
 	ck_assert_msg(nall >= 5, "too few rows to scroll");
 	int rc = TMUX(NULL, "resize-window", "-x", "90", "-y", "9");
 	ck_assert_msg(rc == 0, "tmux resize-window failed");
 	text = wait_screen(no_module_column, NULL, "the narrower table");
-	struct row rows[64];
+	struct screen_row rows[64];
 	size_t n = rows_of(text, rows, 64);
 	ck_assert_msg(n == 4 && strcmp(rows[0].function, all[0].function) == 0,
 		      "9 lines hold 4 rows from %s:\n%s", all[0].function,
@@ -828,7 +991,11 @@ END_TEST
 static Suite *top_suite(void)
 {
 	Suite *suite = suite_create("top");
-	TCase *tc = tcase_create("screen");
+	TCase *tc = tcase_create("data");
+	tcase_add_test(tc, test_data_counts);
+	tcase_add_test(tc, test_data_windows);
+	suite_add_tcase(suite, tc);
+	tc = tcase_create("screen");
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_rows);

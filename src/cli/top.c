@@ -12,7 +12,10 @@
  *
  * Pause freezes the display, not the sampling (py-spy's choice): the
  * intervals taken while paused are held apart and join the totals when
- * the display goes on, so no tick is lost and nothing on screen moves. */
+ * the display goes on, so no tick is lost and nothing on screen moves.
+ *
+ * Here: sampling, the screen, the keys, the terminal and job control;
+ * the tables and their folding are top_data.c.  */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -33,349 +36,18 @@
 #include "cprof/sampler.h"
 #include "cprof/session.h"
 #include "cprof/target.h"
-#include "util/hashidx.h"
 
 #include "common.h"
-#include "top.h"
+#include "top_int.h"
 
 /* How long a sampling step lasts at most: the delay of a key press.  */
 #define STEP_NS 100000000ull
-/* The cell of a thread that holds its sample count (in SELF).  */
-#define THREAD_TOTAL UINT32_MAX
-
-/* A function: its name and the basename of its module.  */
-struct function {
-	char *name;
-	char *module;
-};
-
-/* Samples of one function on one thread: SELF with it as the leaf,
- * TOTAL with it anywhere on the stack (once per stack).  */
-struct cell {
-	pid_t tid;
-	uint32_t function;
-	uint64_t self, total;
-};
-
-/* Cells by (thread, function), and the samples they came from.  */
-struct table {
-	struct cell *cells;
-	size_t n, cap;
-	struct cp_hashidx index;
-	uint64_t samples;
-};
-
-struct thread {
-	pid_t tid;
-	char name[16];
-};
-
-/* One line of the table on screen.  */
-struct row {
-	uint32_t function;
-	uint64_t self, total;
-};
-
-enum sort_key { SORT_SELF, SORT_TOTAL, SORT_NAME };
-
-struct top {
-	struct cp_session *session;
-	const struct top_config *config;
-	pid_t pid;
-	char target[256];          /* its command line */
-	/* Every function seen, by (name, module).  */
-	struct function *functions;
-	size_t nfunctions, functions_cap;
-	struct cp_hashidx function_index;
-	/* Per function, the last sample that counted it in a total + 1 (a
-	 * recursive function counts once per stack).  */
-	uint64_t *counted;
-	size_t counted_cap;
-	uint64_t sample_serial;
-	struct table since_start;  /* what the display shows as accumulated */
-	struct table last;         /* the last interval shown */
-	struct table held;         /* intervals taken while paused */
-	struct table newest;       /* the last interval taken */
-	double newest_seconds;     /* its length */
-	struct thread *threads;    /* sorted by tid */
-	size_t nthreads;
-	pid_t shown_tid;           /* the thread filter; 0: all threads */
-	enum sort_key sort;
-	bool accumulated;          /* since the start, or the last interval */
-	bool paused;
-	bool help;
-	bool exited;               /* the target is gone */
-	size_t scroll;             /* first row shown */
-	struct row *rows;
-	size_t nrows, rows_cap;
-	uint64_t start_ns, window_start_ns, paused_ns;
-	struct cp_sampler_options sample_options;
-	struct cp_sampler_stats stats;
-};
 
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* ------------------------------------------------------------- tables */
-
-struct cell_key {
-	const struct table *table;
-	pid_t tid;
-	uint32_t function;
-};
-
-static bool cell_eq(const void *ctx, uint32_t id)
-{
-	const struct cell_key *k = ctx;
-	const struct cell *c = &k->table->cells[id];
-	return c->tid == k->tid && c->function == k->function;
-}
-
-static uint64_t cell_hash(pid_t tid, uint32_t function)
-{
-	return cp_hash_u64(((uint64_t)(uint32_t)tid << 32) | function);
-}
-
-static int table_add(struct table *t, pid_t tid, uint32_t function,
-		     uint64_t self, uint64_t total)
-{
-	struct cell_key key = {t, tid, function};
-	uint64_t hash = cell_hash(tid, function);
-	uint32_t id = cp_hashidx_find(&t->index, hash, cell_eq, &key);
-	if (id == UINT32_MAX) {
-		if (t->n == t->cap) {
-			size_t cap = t->cap ? 2 * t->cap : 256;
-			struct cell *grown =
-				realloc(t->cells, cap * sizeof(*grown));
-			if (!grown)
-				return -CP_E_NOMEM;
-			t->cells = grown;
-			t->cap = cap;
-		}
-		id = (uint32_t)t->n;
-		if (!cp_hashidx_insert(&t->index, hash, id))
-			return -CP_E_NOMEM;
-		t->cells[t->n++] = (struct cell){tid, function, 0, 0};
-	}
-	t->cells[id].self += self;
-	t->cells[id].total += total;
-	return 0;
-}
-
-static uint64_t table_thread_samples(const struct table *t, pid_t tid)
-{
-	struct cell_key key = {t, tid, THREAD_TOTAL};
-	uint32_t id = cp_hashidx_find(&t->index, cell_hash(tid, THREAD_TOTAL),
-				      cell_eq, &key);
-	return id == UINT32_MAX ? 0 : t->cells[id].self;
-}
-
-static void table_clear(struct table *t)
-{
-	cp_hashidx_free(&t->index);
-	t->n = 0;
-	t->samples = 0;
-}
-
-static void table_free(struct table *t)
-{
-	table_clear(t);
-	free(t->cells);
-	t->cells = NULL;
-	t->cap = 0;
-}
-
-/* Add every count of FROM to INTO.  */
-static int table_merge(struct table *into, const struct table *from)
-{
-	for (size_t i = 0; i < from->n; i++) {
-		const struct cell *c = &from->cells[i];
-		int rc = table_add(into, c->tid, c->function, c->self,
-				   c->total);
-		if (rc < 0)
-			return rc;
-	}
-	into->samples += from->samples;
-	return 0;
-}
-
-/* INTO becomes a copy of FROM.  */
-static int table_copy(struct table *into, const struct table *from)
-{
-	table_clear(into);
-	return table_merge(into, from);
-}
-
-/* ---------------------------------------------------------- functions */
-
-struct function_key {
-	const struct top *top;
-	const char *name, *module;
-};
-
-static bool function_eq(const void *ctx, uint32_t id)
-{
-	const struct function_key *k = ctx;
-	const struct function *f = &k->top->functions[id];
-	return strcmp(f->name, k->name) == 0 &&
-	       strcmp(f->module, k->module) == 0;
-}
-
-/* The id of function NAME of MODULE, added when new; UINT32_MAX when
- * out of memory.  */
-static uint32_t function_id(struct top *top, const char *name,
-			    const char *module)
-{
-	struct function_key key = {top, name, module};
-	uint64_t hash = cp_hash_bytes(name, strlen(name),
-				      cp_hash_bytes(module, strlen(module), 0));
-	uint32_t id = cp_hashidx_find(&top->function_index, hash, function_eq,
-				      &key);
-	if (id != UINT32_MAX)
-		return id;
-	if (top->nfunctions == top->functions_cap) {
-		size_t cap = top->functions_cap ? 2 * top->functions_cap : 256;
-		struct function *grown =
-			realloc(top->functions, cap * sizeof(*grown));
-		if (!grown)
-			return UINT32_MAX;
-		top->functions = grown;
-		top->functions_cap = cap;
-	}
-	struct function f = {strdup(name), strdup(module)};
-	if (!f.name || !f.module) {
-		free(f.name);
-		free(f.module);
-		return UINT32_MAX;
-	}
-	id = (uint32_t)top->nfunctions;
-	if (!cp_hashidx_insert(&top->function_index, hash, id)) {
-		free(f.name);
-		free(f.module);
-		return UINT32_MAX;
-	}
-	top->functions[top->nfunctions++] = f;
-	return id;
-}
-
-/* Remember thread TID's NAME (threads sorted by tid).  */
-static int thread_seen(struct top *top, pid_t tid, const char *name)
-{
-	size_t i = 0;
-	while (i < top->nthreads && top->threads[i].tid < tid)
-		i++;
-	if (i == top->nthreads || top->threads[i].tid != tid) {
-		struct thread *grown = realloc(
-			top->threads, (top->nthreads + 1) * sizeof(*grown));
-		if (!grown)
-			return -CP_E_NOMEM;
-		top->threads = grown;
-		memmove(&grown[i + 1], &grown[i],
-			(top->nthreads - i) * sizeof(*grown));
-		top->nthreads++;
-		grown[i].tid = tid;
-		grown[i].name[0] = '\0';
-	}
-	if (name)
-		snprintf(top->threads[i].name, sizeof(top->threads[i].name),
-			 "%s", name);
-	return 0;
-}
-
-/* Fold the samples of PROFILE (one interval) into INTO: per thread, the
- * leaf function's self count, and once per stack the total count of
- * every function on it (every line of a location: an inlined function
- * is a function of its own, as in cprof report).  */
-static int fold_window(struct top *top, const struct cp_profile *profile,
-		       struct table *into)
-{
-	int rc = -CP_E_NOMEM;
-	uint32_t nlocs = cp_profile_location_count(profile);
-	/* The functions of each location's lines, innermost first.  */
-	size_t *first = calloc((size_t)nlocs + 1, sizeof(*first));
-	uint32_t *ids = NULL;
-	size_t nids = 0, ids_cap = 0;
-	if (!first)
-		goto out;
-	for (uint32_t i = 0; i < nlocs; i++) {
-		const struct cp_location *loc = cp_profile_location(profile, i);
-		first[i] = nids;
-		const char *module =
-			loc ? cp_profile_string(profile, loc->module) : "";
-		for (uint32_t j = 0; loc && j < loc->nlines; j++) {
-			if (nids == ids_cap) {
-				ids_cap = ids_cap ? 2 * ids_cap : 256;
-				uint32_t *grown =
-					realloc(ids, ids_cap * sizeof(*grown));
-				if (!grown)
-					goto out;
-				ids = grown;
-			}
-			const char *name = cp_profile_string(
-				profile, loc->lines[j].function);
-			uint32_t id = function_id(top, name ? name : "",
-						  module ? module : "");
-			if (id == UINT32_MAX)
-				goto out;
-			ids[nids++] = id;
-		}
-	}
-	first[nlocs] = nids;
-	if (top->counted_cap < top->nfunctions) {
-		uint64_t *grown = realloc(top->counted, top->nfunctions *
-							       sizeof(*grown));
-		if (!grown)
-			goto out;
-		memset(grown + top->counted_cap, 0,
-		       (top->nfunctions - top->counted_cap) * sizeof(*grown));
-		top->counted = grown;
-		top->counted_cap = top->nfunctions;
-	}
-	size_t nsamples;
-	const struct cp_sample *samples = cp_profile_samples(profile, &nsamples);
-	for (size_t i = 0; i < nsamples; i++) {
-		const struct cp_sample *s = &samples[i];
-		size_t depth;
-		const uint32_t *locs = cp_profile_stack(profile, s->stack, &depth);
-		uint64_t serial = ++top->sample_serial;
-		bool leaf = true;
-		for (size_t k = 0; k < depth; k++) {
-			if (locs[k] >= nlocs)
-				continue;
-			for (size_t j = first[locs[k]]; j < first[locs[k] + 1];
-			     j++) {
-				uint32_t fn = ids[j];
-				uint64_t self = leaf ? s->count : 0;
-				leaf = false;
-				if (top->counted[fn] == serial && !self)
-					continue;
-				bool once = top->counted[fn] != serial;
-				top->counted[fn] = serial;
-				if (table_add(into, s->tid, fn, self,
-					      once ? s->count : 0) < 0)
-					goto out;
-			}
-		}
-		if (table_add(into, s->tid, THREAD_TOTAL, s->count, 0) < 0 ||
-		    thread_seen(top, s->tid, NULL) < 0)
-			goto out;
-		into->samples += s->count;
-	}
-	size_t nthreads;
-	const pid_t *tids = cp_profile_threads(profile, &nthreads);
-	for (size_t i = 0; i < nthreads; i++)
-		if (thread_seen(top, tids[i],
-				cp_profile_thread_name(profile, tids[i])) < 0)
-			goto out;
-	rc = 0;
-out:
-	free(first);
-	free(ids);
-	return rc;
 }
 
 /* Take the interval sampled since the last take and fold it in.  */
@@ -385,116 +57,14 @@ static int take_window(struct top *top)
 	if (!window)
 		return -CP_E_NOMEM;
 	uint64_t now = now_ns();
-	table_clear(&top->newest);
-	int rc = fold_window(top, window, &top->newest);
+	int rc = top_add_window(top, window,
+				(double)(now - top->window_start_ns) / 1e9);
 	cp_profile_free(window);
-	if (rc < 0)
-		return rc;
-	top->newest_seconds = (double)(now - top->window_start_ns) / 1e9;
 	top->window_start_ns = now;
 	top->stats = *cp_session_sample_stats(top->session);
-	if (top->paused)
-		return table_merge(&top->held, &top->newest);
-	rc = table_merge(&top->since_start, &top->newest);
-	if (rc == 0)
-		rc = table_copy(&top->last, &top->newest);
 	return rc;
 }
 
-/* The display goes on: what was held joins the totals.  */
-static int resume(struct top *top)
-{
-	top->paused = false;
-	int rc = table_merge(&top->since_start, &top->held);
-	table_clear(&top->held);
-	if (rc == 0)
-		rc = table_copy(&top->last, &top->newest);
-	return rc;
-}
-
-/* ---------------------------------------------------------------- rows */
-
-static const struct top *sorting; /* qsort has no context argument */
-
-static int row_order(const void *a, const void *b)
-{
-	const struct row *x = a, *y = b;
-	const char *xn = sorting->functions[x->function].name;
-	const char *yn = sorting->functions[y->function].name;
-	int by_name = strcmp(xn, yn);
-	switch (sorting->sort) {
-	case SORT_NAME:
-		if (by_name)
-			return by_name;
-		break;
-	case SORT_TOTAL:
-		if (x->total != y->total)
-			return x->total < y->total ? 1 : -1;
-		if (x->self != y->self)
-			return x->self < y->self ? 1 : -1;
-		break;
-	case SORT_SELF:
-		if (x->self != y->self)
-			return x->self < y->self ? 1 : -1;
-		if (x->total != y->total)
-			return x->total < y->total ? 1 : -1;
-		break;
-	}
-	if (by_name)
-		return by_name;
-	return x->function < y->function ? -1 : x->function > y->function;
-}
-
-/* The table shown now.  */
-static const struct table *shown(const struct top *top)
-{
-	return top->accumulated ? &top->since_start : &top->last;
-}
-
-/* The rows of the shown table for the thread filter, sorted; *SAMPLES
- * gets what the percentages are of.  */
-static int make_rows(struct top *top, uint64_t *samples)
-{
-	const struct table *t = shown(top);
-	*samples = top->shown_tid ? table_thread_samples(t, top->shown_tid)
-				  : t->samples;
-	/* Per function: its row + 1, 0 when it has none yet.  */
-	size_t *row_of = calloc(top->nfunctions + 1, sizeof(*row_of));
-	if (!row_of)
-		return -CP_E_NOMEM;
-	top->nrows = 0;
-	for (size_t i = 0; i < t->n; i++) {
-		const struct cell *c = &t->cells[i];
-		if (c->function == THREAD_TOTAL ||
-		    (top->shown_tid && c->tid != top->shown_tid))
-			continue;
-		if (!row_of[c->function]) {
-			if (top->nrows == top->rows_cap) {
-				size_t cap = top->rows_cap ? 2 * top->rows_cap
-							   : 256;
-				struct row *grown =
-					realloc(top->rows, cap * sizeof(*grown));
-				if (!grown) {
-					free(row_of);
-					return -CP_E_NOMEM;
-				}
-				top->rows = grown;
-				top->rows_cap = cap;
-			}
-			top->rows[top->nrows] =
-				(struct row){c->function, 0, 0};
-			row_of[c->function] = ++top->nrows;
-		}
-		struct row *r = &top->rows[row_of[c->function] - 1];
-		r->self += c->self;
-		r->total += c->total;
-	}
-	free(row_of);
-	sorting = top;
-	if (top->nrows > 1)
-		qsort(top->rows, top->nrows, sizeof(*top->rows), row_order);
-	return 0;
-}
 
 /* -------------------------------------------------------------- screen */
 
@@ -517,14 +87,6 @@ static void put_line(int y, int attr, const char *fmt, ...)
 			mvaddch(y, x, ' ');
 		attroff(attr);
 	}
-}
-
-static const char *thread_name(const struct top *top, pid_t tid)
-{
-	for (size_t i = 0; i < top->nthreads; i++)
-		if (top->threads[i].tid == tid)
-			return top->threads[i].name;
-	return "";
 }
 
 /* Rows of the table that fit on the screen.  */
@@ -584,7 +146,7 @@ static void draw(struct top *top)
 		return;
 	}
 	uint64_t samples = 0;
-	if (make_rows(top, &samples) < 0) {
+	if (top_make_rows(top, &samples) < 0) {
 		put_line(2, 0, "out of memory");
 		refresh();
 		return;
@@ -593,7 +155,7 @@ static void draw(struct top *top)
 	if (top->shown_tid)
 		snprintf(filter, sizeof(filter), "thread %d %s",
 			 (int)top->shown_tid,
-			 thread_name(top, top->shown_tid));
+			 top_thread_name(top, top->shown_tid));
 	else
 		snprintf(filter, sizeof(filter), "all threads (%zu)",
 			 top->nthreads);
@@ -635,23 +197,6 @@ static void draw(struct top *top)
 	refresh();
 }
 
-/* Step the thread filter by DIR (+1 next, -1 previous) through all
- * threads, then each thread by tid.  */
-static void cycle_thread(struct top *top, int dir)
-{
-	size_t n = top->nthreads;
-	if (n == 0)
-		return;
-	/* Positions 0 (all), 1..n (threads[0..n-1]).  */
-	size_t pos = 0;
-	for (size_t i = 0; i < n; i++)
-		if (top->threads[i].tid == top->shown_tid)
-			pos = i + 1;
-	pos = (pos + (dir > 0 ? 1 : n)) % (n + 1);
-	top->shown_tid = pos ? top->threads[pos - 1].tid : 0;
-	top->scroll = 0;
-}
-
 /* Act on key CH.  Returns false when it asks to quit.  */
 static bool key(struct top *top, int ch)
 {
@@ -670,7 +215,7 @@ static bool key(struct top *top, int ch)
 		if (top->exited)
 			break;
 		if (top->paused) {
-			if (resume(top) < 0)
+			if (top_resume(top) < 0)
 				return false;
 		} else {
 			top->paused = true;
@@ -688,11 +233,11 @@ static bool key(struct top *top, int ch)
 		break;
 	case '>':
 	case '\t':
-		cycle_thread(top, 1);
+		top_cycle_thread(top, 1);
 		break;
 	case '<':
 	case KEY_BTAB:
-		cycle_thread(top, -1);
+		top_cycle_thread(top, -1);
 		break;
 	case '0':
 		top->shown_tid = 0;
@@ -842,23 +387,6 @@ static void give_terminal_back(SCREEN *screen)
 
 /* ---------------------------------------------------------------- run */
 
-static void top_free(struct top *top)
-{
-	for (size_t i = 0; i < top->nfunctions; i++) {
-		free(top->functions[i].name);
-		free(top->functions[i].module);
-	}
-	free(top->functions);
-	cp_hashidx_free(&top->function_index);
-	free(top->counted);
-	table_free(&top->since_start);
-	table_free(&top->last);
-	table_free(&top->held);
-	table_free(&top->newest);
-	free(top->threads);
-	free(top->rows);
-}
-
 static bool stop_asked(const struct top_config *c)
 {
 	return (c->stop && *c->stop) || (c->force && *c->force);
@@ -925,7 +453,7 @@ static int suspend(struct top *top)
 		top->exited = true;
 		nodelay(stdscr, FALSE);
 		timeout(200);
-		rc = resume(top);
+		rc = top_resume(top);
 	}
 	top->window_start_ns = now_ns();
 	clearok(curscr, TRUE);
@@ -972,7 +500,7 @@ static int view(struct top *top)
 				return rc;
 			if (end == CP_SESSION_EXITED) {
 				top->exited = true;
-				rc = resume(top);
+				rc = top_resume(top);
 				if (rc < 0)
 					return rc;
 				/* Wait for keys only now.  */
