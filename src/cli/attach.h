@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "cprof/capture.h"
+#include "cprof/format.h"
 
 /* Launch mode: cprof-attach exits with the command's status, so its own
  * failures have codes of their own, those of env(1), nohup(1) and
@@ -61,6 +62,10 @@ struct options {
  * on a usage error, 0 after --help or --version.  */
 void parse_options(int argc, char **argv, struct options *o);
 
+
+/* What the options ask of the writers (folded frames, --top,
+ * --min-samples); no warn callback.  */
+struct cp_format_options attach_format_options(const struct options *o);
 
 /* ---------------------------------------------------- what it says */
 

@@ -147,6 +147,20 @@ static void choose_format(struct options *o)
 		die_usage("--min-samples applies to --format trace");
 }
 
+struct cp_format_options attach_format_options(const struct options *o)
+{
+	struct cp_format_options fo = CP_FORMAT_OPTIONS_INIT;
+	fo.folded = (struct cp_folded_options){
+		.threads = o->threads,
+		.lines = o->lines,
+		.no_inline = o->no_inline,
+		.max_depth = o->max_depth,
+	};
+	fo.top = o->top;
+	fo.min_samples = o->min_samples;
+	return fo;
+}
+
 void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,

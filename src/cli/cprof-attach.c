@@ -51,18 +51,10 @@ static void set_command(struct cp_profile_meta *meta, int argc, char **argv)
 
 static void warning(void *arg, const char *text);
 
-/* What the options ask of the writers.  */
+/* What the options ask of the writers, and warnings said here.  */
 static struct cp_format_options format_options(const struct options *o)
 {
-	struct cp_format_options fo = CP_FORMAT_OPTIONS_INIT;
-	fo.folded = (struct cp_folded_options){
-		.threads = o->threads,
-		.lines = o->lines,
-		.no_inline = o->no_inline,
-		.max_depth = o->max_depth,
-	};
-	fo.top = o->top;
-	fo.min_samples = o->min_samples;
+	struct cp_format_options fo = attach_format_options(o);
 	fo.warn = warning;
 	return fo;
 }

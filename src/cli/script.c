@@ -480,9 +480,7 @@ static int do_define(struct script *s, const char *rest,
 	return 0;
 }
 
-/* Split ARGS into words, "quoted" ones kept whole (quotes kept, as gdb
- * passes $argN text).  Returns the count (at most MAX).  */
-static int split_args(char *args, char **argv, int max)
+int split_words(char *args, char **argv, int max, bool keep_quotes)
 {
 	int n = 0;
 	char *p = args;
@@ -491,17 +489,24 @@ static int split_args(char *args, char **argv, int max)
 			p++;
 		if (!*p)
 			break;
-		argv[n++] = p;
+		char *w = p, *o = p;
 		bool quoted = false;
 		while (*p && (quoted || !isspace((unsigned char)*p))) {
-			if (*p == '"')
+			if (*p == '"') {
 				quoted = !quoted;
-			else if (*p == '\\' && p[1])
-				p++;
-			p++;
+				if (!keep_quotes) {
+					p++;
+					continue;
+				}
+			} else if (*p == '\\' && p[1] && keep_quotes) {
+				*o++ = *p++;
+			}
+			*o++ = *p++;
 		}
 		if (*p)
-			*p++ = '\0';
+			p++;
+		*o = '\0';
+		argv[n++] = w;
 	}
 	return n;
 }
@@ -514,7 +519,7 @@ static int run_definition(struct script *s, struct definition *d,
 	char copy[4096];
 	snprintf(copy, sizeof(copy), "%s", args);
 	char *argv[10];
-	int argc = split_args(copy, argv, 10);
+	int argc = split_words(copy, argv, 10, true);
 	struct body b = {0};
 	int rc = 0;
 	if (d->body.file && !(b.file = strdup(d->body.file)))

@@ -42,29 +42,7 @@ static const struct options *opts(struct script *s)
 /* Words of ARGS (split in place at blanks; "quoted" words unquoted).  */
 static int words(char *args, char **argv, int max)
 {
-	int n = 0;
-	char *p = args;
-	while (*p && n < max) {
-		while (isspace((unsigned char)*p))
-			p++;
-		if (!*p)
-			break;
-		char *w = p, *o = p;
-		bool quoted = false;
-		while (*p && (quoted || !isspace((unsigned char)*p))) {
-			if (*p == '"') {
-				quoted = !quoted;
-				p++;
-				continue;
-			}
-			*o++ = *p++;
-		}
-		if (*p)
-			p++;
-		*o = '\0';
-		argv[n++] = w;
-	}
-	return n;
+	return split_words(args, argv, max, false);
 }
 
 static int duration_arg(struct script *s, const char *text, double *seconds)
@@ -555,6 +533,28 @@ static int run_window(struct script *s, double seconds)
 	return rc < 0 ? rc : rc2;
 }
 
+/* Can sampling start (a target, sampling and heap tracing off)?  The
+ * profile it fills is told the rate and the clock.  */
+static int ready_to_sample(struct script *s,
+			   const struct cp_sampler_options *so)
+{
+	if (need_target(s) < 0)
+		return -1;
+	if (sampling_on(s))
+		return script_error(s, "sampling is on already: sample stop "
+				    "first");
+	if (s->heap_on)
+		return script_error(s, "heap tracing is on: heap stop first");
+	struct cp_profile *p = cp_session_prepare_profile(s->session);
+	if (!p)
+		return script_error(s, "out of memory");
+	struct cp_profile_meta *meta = cp_profile_meta(p);
+	meta->frequency = so->frequency;
+	snprintf(meta->time_type, sizeof(meta->time_type), "%s",
+		 so->wall ? "wall" : "cpu");
+	return 0;
+}
+
 /* sample -t TID: the gate admits the threads named.  */
 static bool tid_gate(void *arg, pid_t tid, struct cp_snapshot *held,
 		     uint64_t *cpu_ns)
@@ -582,20 +582,8 @@ static int cmd_sample(struct script *s, char *args, struct script_reader *r)
 		return script_error(s, "usage: sample [-F HZ] [--wall] "
 				    "[--max-depth N] for DURATION | start | "
 				    "stop");
-	if (need_target(s) < 0)
+	if (ready_to_sample(s, &a.so) < 0)
 		return -1;
-	if (sampling_on(s))
-		return script_error(s, "sampling is on already: sample stop "
-				    "first");
-	if (s->heap_on)
-		return script_error(s, "heap tracing is on: heap stop first");
-	struct cp_profile *p = cp_session_prepare_profile(s->session);
-	if (!p)
-		return script_error(s, "out of memory");
-	struct cp_profile_meta *meta = cp_profile_meta(p);
-	meta->frequency = a.so.frequency;
-	snprintf(meta->time_type, sizeof(meta->time_type), "%s",
-		 a.so.wall ? "wall" : "cpu");
 	if (a.ntids) {
 		struct cp_target *t = cp_session_target(s->session);
 		for (size_t i = 0; i < a.ntids; i++)
@@ -631,20 +619,8 @@ static int cmd_profile(struct script *s, char *args, struct script_reader *r)
 	if (!a.function)
 		return script_error(s, "usage: profile FUNC [-F HZ] [--wall] "
 				    "[--max-depth N] [for DURATION]");
-	if (need_target(s) < 0)
+	if (ready_to_sample(s, &a.so) < 0)
 		return -1;
-	if (sampling_on(s))
-		return script_error(s, "sampling is on already: sample stop "
-				    "first");
-	if (s->heap_on)
-		return script_error(s, "heap tracing is on: heap stop first");
-	struct cp_profile *p = cp_session_prepare_profile(s->session);
-	if (!p)
-		return script_error(s, "out of memory");
-	struct cp_profile_meta *meta = cp_profile_meta(p);
-	meta->frequency = a.so.frequency;
-	snprintf(meta->time_type, sizeof(meta->time_type), "%s",
-		 a.so.wall ? "wall" : "cpu");
 	int rc = cp_session_sample_start_in(s->session, a.function, &a.so);
 	if (rc == -CP_E_NOSYM)
 		return script_error(s, "no function '%s' in process %d",
@@ -683,17 +659,7 @@ static int cmd_reset(struct script *s, char *args, struct script_reader *r)
 
 static struct cp_format_options format_options(struct script *s)
 {
-	const struct options *o = opts(s);
-	struct cp_format_options fo = CP_FORMAT_OPTIONS_INIT;
-	fo.folded = (struct cp_folded_options){
-		.threads = o->threads,
-		.lines = o->lines,
-		.no_inline = o->no_inline,
-		.max_depth = o->max_depth,
-	};
-	fo.top = o->top;
-	fo.min_samples = o->min_samples;
-	return fo;
+	return attach_format_options(opts(s));
 }
 
 static const struct cp_format *pick_format(struct script *s,

@@ -177,6 +177,11 @@ int exec_line(struct script *s, const char *line, struct script_reader *r);
 struct bp_extra *bp_extra(struct script *s, int id, bool create);
 void bp_extra_drop(struct script *s, int id);
 
+/* Split ARGS into at most MAX words in place, at blanks outside
+ * "quotes"; KEEP_QUOTES: the quotes (and backslashes) stay in the word,
+ * as gdb passes $argN text on; else they go.  Returns the count.  */
+int split_words(char *args, char **argv, int max, bool keep_quotes);
+
 /* ---------------------------------------------------------- commands */
 
 struct command {
