@@ -335,9 +335,8 @@ static bool serve(struct console *c)
 
 /* Draw the prompt and the line again where readline drew them (or, when
  * something else wrote over them, on the line the cursor is on).  */
-static void redraw(struct console *c)
+static void redraw(void)
 {
-	(void)c;
 	rl_clear_visible_line();
 	rl_on_new_line();
 	rl_forced_update_display();
@@ -437,7 +436,7 @@ static char *console_next(void *arg, const char *prompt)
 			continued = 0;
 			rl_deprep_terminal();
 			rl_prep_terminal(1);
-			redraw(c);
+			redraw();
 			c->redraw_at_key = true;
 		}
 		if (resized) {
@@ -452,7 +451,7 @@ static char *console_next(void *arg, const char *prompt)
 		}
 		if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP))) {
 			if (c->redraw_at_key)
-				redraw(c);
+				redraw();
 			c->redraw_at_key = false;
 			rl_callback_read_char();
 		}
