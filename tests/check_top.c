@@ -107,7 +107,7 @@ static int tmux(char **out, const char *const args[])
 
 #define TMUX(out, ...) tmux((out), (const char *const[]){__VA_ARGS__, NULL})
 
-static void teardown(void)
+static void kill_tmux(void)
 {
 	if (tmux_socket[0]) {
 		TMUX(NULL, "kill-server");
@@ -120,7 +120,24 @@ static void teardown(void)
 		unlink(path);
 	}
 	tmux_socket[0] = '\0';
+}
+
+static void teardown(void)
+{
+	kill_tmux();
 	tu_cleanup();
+}
+
+/* A new tmux server for this test: its socket's name into tmux_socket.
+ * Killed by the teardown, or before a failed wait ends the test (Check
+ * skips the teardown then); what runs in it ends by itself after 300 s
+ * anyway, and the server with it.  */
+static void new_server(const char *kind)
+{
+	static unsigned serial;
+	snprintf(tmux_socket, sizeof(tmux_socket), "cprof-check-top-%d-%s%u",
+		 (int)getpid(), kind, serial++);
+	run_dir = tu_temp_dir();
 }
 
 static struct tu_proc *ready(struct tu_proc *fixture)
@@ -135,10 +152,7 @@ static struct tu_proc *ready(struct tu_proc *fixture)
 /* Start `cprof-attach --top [EXTRA] PID` in a new tmux server, 120x40.  */
 static void start_top(pid_t pid, const char *extra)
 {
-	static unsigned serial;
-	snprintf(tmux_socket, sizeof(tmux_socket), "cprof-check-top-%d-%u",
-		 (int)getpid(), serial++);
-	run_dir = tu_temp_dir();
+	new_server("");
 	char line[2048];
 	snprintf(line, sizeof(line),
 		 "timeout --foreground 300 %s/cprof-attach --top %s %d "
@@ -260,6 +274,7 @@ static char *wait_screen(bool (*accept)(const char *, const void *),
 				err ? err : "(none)");
 			free(err);
 			free(text);
+			kill_tmux();
 			ck_abort_msg("the live view never showed %s", what);
 		}
 		free(text);
@@ -302,6 +317,7 @@ static int wait_done(void)
 			char *text = screen();
 			fprintf(stderr, "the screen:\n%s\n", text);
 			free(text);
+			kill_tmux();
 			ck_abort_msg("cprof-attach --top did not end");
 		}
 		tu_delay_ms(50);
@@ -863,13 +879,11 @@ START_TEST(test_ctrl_z)
 {
 	struct tu_proc *fixture =
 		ready(tu_fixture_start("chain-O0", LONG_RUN, NULL));
-	static unsigned serial;
-	snprintf(tmux_socket, sizeof(tmux_socket), "cprof-check-top-%d-z%u",
-		 (int)getpid(), serial++);
-	run_dir = tu_temp_dir();
+	new_server("z");
+	/* A shell that ends by itself if the test leaves it behind.  */
 	int rc = TMUX(NULL, "new-session", "-d", "-x", "120", "-y", "40",
-		      "env PS1='$ ' HISTFILE=/dev/null bash --norc "
-		      "--noprofile -i");
+		      "timeout --foreground 300 env PS1='$ ' "
+		      "HISTFILE=/dev/null bash --norc --noprofile -i");
 	ck_assert_msg(rc == 0, "tmux new-session failed (%d)", rc);
 	free(wait_screen(at_prompt, NULL, "the prompt"));
 	char line[1024];
