@@ -16,7 +16,6 @@
  *
  * Here: sampling, the screen, the keys, the terminal and job control;
  * the tables and their folding are top_data.c.  */
-#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -219,7 +218,6 @@ static bool key(struct top *top, int ch)
 				return false;
 		} else {
 			top->paused = true;
-			top->paused_ns = now_ns();
 		}
 		break;
 	case 's':

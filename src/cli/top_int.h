@@ -59,7 +59,7 @@ struct top {
 	struct cp_session *session;
 	const struct top_config *config;
 	pid_t pid;
-	char target[256];          /* its command line */
+	char target[256];          /* the program: its command's basename */
 	/* Every function seen, by (name, module).  */
 	struct function *functions;
 	size_t nfunctions, functions_cap;
@@ -85,9 +85,9 @@ struct top {
 	size_t scroll;             /* first row shown */
 	struct row *rows;
 	size_t nrows, rows_cap;
-	uint64_t start_ns, window_start_ns, paused_ns;
-	struct cp_sampler_options sample_options;
-	struct cp_sampler_stats stats;
+	uint64_t start_ns, window_start_ns; /* CLOCK_MONOTONIC ns */
+	struct cp_sampler_options sample_options; /* for each start */
+	struct cp_sampler_stats stats;  /* of the sampling run, at the last take */
 };
 
 /* Fold WINDOW (the profile of one interval, SECONDS long) in: into the
