@@ -1145,6 +1145,9 @@ static int funcprof_end(struct cp_session *s)
 	cp_funcprof_stats(s->funcprof, &s->in_stats);
 	cp_funcprof_free(s->funcprof);
 	s->funcprof = NULL;
+	/* No pointer to it left in the options the session keeps.  */
+	s->sample_options.gate = NULL;
+	s->sample_options.gate_arg = NULL;
 	cp_session_forks_need(s, false);
 	return rc;
 }
