@@ -437,6 +437,66 @@ START_TEST(fork_child_clean)
 }
 END_TEST
 
+/* A thread held at a breakpoint when another thread execs: it is gone
+ * with the old image, and the exec'ing thread, which takes its TID, is
+ * not held for it (the new image runs to its end).  */
+START_TEST(exec_while_held)
+{
+	/* Three generations of 600 ms: the first execs from its main
+	 * thread, the second from its helper.  */
+	struct tu_proc *fx = tu_fixture_start("execloop", "2", "600", NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_wait_cpu_ticks(fx->pid, 1, READY_TIMEOUT_MS));
+	struct cp_session *s = attach(fx->pid);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "exec_work", false, &id),
+			 0);
+	struct cp_sampler_options so = {.frequency = 99, .max_depth = 16};
+	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	struct cp_addrspace *space = cp_session_addrspace(s);
+	uint64_t epoch = cp_addrspace_epoch(space);
+	enum cp_session_end end = CP_SESSION_DEADLINE;
+	/* Served (hits passed) until the first exec.  */
+	for (int i = 0; i < 400 && cp_addrspace_epoch(space) == epoch; i++)
+		ck_assert_int_eq(cp_session_sample_run(
+					 s, monotonic_ns() + 20000000u, NULL,
+					 &end),
+				 0);
+	ck_assert_uint_ne(cp_addrspace_epoch(space), epoch);
+	epoch = cp_addrspace_epoch(space);
+	/* Second generation: hold its main thread.  */
+	bool held_main = false;
+	for (int i = 0; i < 200 && !held_main; i++) {
+		struct cp_session_hit hit = wait_hit(s, id);
+		held_main = hit.tid == fx->pid;
+		if (!held_main)
+			ck_assert_int_eq(cp_session_continue(s), 0);
+	}
+	ck_assert(held_main);
+	/* Its helper execs meanwhile (the other hits are passed).  */
+	for (int i = 0; i < 400 && cp_addrspace_epoch(space) == epoch &&
+			end != CP_SESSION_EXITED;
+	     i++)
+		ck_assert_int_eq(cp_session_sample_run(
+					 s, monotonic_ns() + 20000000u, NULL,
+					 &end),
+				 0);
+	ck_assert_ptr_null(cp_session_held(s));
+	/* The last generation runs to its end through the int3.  */
+	for (int i = 0; i < 400 && end != CP_SESSION_EXITED; i++)
+		ck_assert_int_eq(cp_session_sample_run(
+					 s, monotonic_ns() + 20000000u, NULL,
+					 &end),
+				 0);
+	ck_assert_int_eq(end, CP_SESSION_EXITED);
+	int status = cp_session_detach(s);
+	cp_session_free(s);
+	ck_assert(tu_proc_wait_line_prefix(fx, "ok ", READY_TIMEOUT_MS));
+	ck_assert(status == -1 ||
+		  (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+END_TEST
+
 /* The second Ctrl-C: every wait given up (config.cancel), and still
  * every int3 taken out before the detach, a held thread let go.  */
 START_TEST(cancel_still_restores)
@@ -671,6 +731,7 @@ static Suite *breaks_suite(void)
 		{"missing", missing_and_inspection},
 		{"cancel", cancel_still_restores},
 		{"exec", exec_rearms},
+		{"exec_held", exec_while_held},
 		{"fault", faulting_instruction},
 		{"launch", launch_pending},
 	};

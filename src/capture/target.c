@@ -471,6 +471,10 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 		/* execve replaced the image: all other threads are gone and
 		 * every mapping is new.  */
 		t->exec_seen = true;
+		/* A thread kept for the caller is gone with the old image;
+		 * its TID may be the exec'ing thread's now (the leader's). */
+		for (size_t i = 0; i < t->nthreads; i++)
+			t->threads[i].kept = false;
 		if (t->hooks.on_exec)
 			t->hooks.on_exec(t->hooks.arg);
 		for (size_t i = 0; i < t->nthreads; i++)
