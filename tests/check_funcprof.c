@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cprof/dump.h"
 #include "cprof/error.h"
 #include "cprof/session.h"
 #include "testutil.h"
@@ -380,6 +381,23 @@ START_TEST(stop_while_inside)
 	/* Both inside, entered under our int3 (parking came after calls
 	 * returned through us).  */
 	ck_assert_uint_eq(in.entries - in.returns, 2);
+	/* A backtrace meanwhile shows the real frames above handler: the
+	 * return address we replaced is mended in its copy too.  */
+	pid_t a = tu_find_task(pid, "inside-a");
+	ck_assert_int_gt(a, 0);
+	struct cp_dump *bt = NULL;
+	ck_assert_int_eq(cp_session_backtrace(s, a, 64, &bt), 0);
+	bool handler_seen = false, worker_above = false;
+	for (size_t i = 0; i < bt->threads[0].nframes; i++) {
+		const char *name = bt->threads[0].frames[i].frame->function;
+		fprintf(stderr, "bt %zu: %s\n", i, name);
+		if (strcmp(name, "handler") == 0)
+			handler_seen = true;
+		else if (handler_seen && strcmp(name, "worker") == 0)
+			worker_above = true;
+	}
+	cp_dump_free(bt);
+	ck_assert(handler_seen && worker_above);
 	ck_assert_int_eq(cp_session_sample_stop(s), 0);
 	struct cp_session_in_stats after;
 	cp_session_in_stats(s, &after);

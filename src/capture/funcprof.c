@@ -287,6 +287,14 @@ bool cp_funcprof_gate(void *arg, pid_t tid, struct cp_snapshot *held,
 	return true;
 }
 
+void cp_funcprof_mend(const struct cp_funcprof *f, pid_t tid,
+		      struct cp_snapshot *snap)
+{
+	const struct inside *t = thread_of((struct cp_funcprof *)f, tid, false);
+	if (t && t->in)
+		mend(f, t, snap);
+}
+
 /* ------------------------------------------------------------ public */
 
 int cp_funcprof_new(struct cp_session *session, struct cp_target *target,

@@ -44,6 +44,12 @@ int cp_funcprof_new(struct cp_session *session, struct cp_target *target,
 bool cp_funcprof_gate(void *arg, pid_t tid, struct cp_snapshot *held,
 		      uint64_t *cpu_ns);
 
+/* Mend SNAP, a stack copy of thread TID taken while profiling (a
+ * backtrace): the real return address back where the outermost call's
+ * is, when TID is inside.  */
+void cp_funcprof_mend(const struct cp_funcprof *fp, pid_t tid,
+		      struct cp_snapshot *snap);
+
 /* Stop: every thread held a moment, traps of ours still queued taken,
  * the byte restored (and read back), every return address of ours on
  * the threads' stacks given back, the hooks out.  Counters stay.  Safe

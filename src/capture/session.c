@@ -996,6 +996,9 @@ int cp_session_backtrace(struct cp_session *s, pid_t tid, size_t max_depth,
 	}
 	if (rc < 0)
 		goto out;
+	/* Inside a function being profiled: its real return address.  */
+	if (s->funcprof)
+		cp_funcprof_mend(s->funcprof, tid, &slot.snap);
 	dump->nthreads = 1;
 	rc = name_frames(capture, &slot, symbols, max_depth, t);
 out:
