@@ -205,6 +205,22 @@ START_TEST(break_function)
 		ck_assert_int_eq(cp_session_held_regs(s, &regs), 0);
 		ck_assert_uint_eq(regs.rip, addr);
 		assert_held_stack(s, request_stack, 3);
+		if (round == 0) {
+			/* A dump of every thread while one is held: the
+			 * held one where it stands.  */
+			struct cp_dump *all = NULL;
+			ck_assert_int_eq(cp_session_dump(s, 64, &all), 0);
+			ck_assert_uint_eq(all->nthreads, 2);
+			const struct cp_dump_thread *t = &all->threads[0];
+			if (t->tid != hit.tid)
+				t = &all->threads[1];
+			ck_assert_int_eq(t->tid, hit.tid);
+			ck_assert_uint_ge(t->nframes, 3);
+			ck_assert_str_eq(t->frames[0].frame->function,
+					 "handle_request");
+			ck_assert_uint_eq(t->frames[0].address, addr);
+			cp_dump_free(all);
+		}
 		/* Waiting again without continuing: the same hit.  */
 		enum cp_session_end end;
 		struct cp_session_hit again = {0};

@@ -541,6 +541,9 @@ int cp_session_reset(struct cp_session *s)
 
 /* ---------------------------------------------------------------- dump */
 
+static void dump_held(struct cp_session *s, struct cp_capture *capture,
+		      size_t max_depth, struct cp_dump *dump);
+
 int cp_session_dump(struct cp_session *s, size_t max_depth,
 		    struct cp_dump **out)
 {
@@ -555,6 +558,8 @@ int cp_session_dump(struct cp_session *s, size_t max_depth,
 	if (rc == 0)
 		rc = cp_dump_capture(s->target, capture, s->symbols, max_depth,
 				     out);
+	if (rc == 0)
+		dump_held(s, capture, max_depth, *out);
 	cp_capture_free(capture);
 	return rc;
 }
@@ -938,6 +943,25 @@ static int name_frames(struct cp_capture *capture,
 	}
 	free(pcs);
 	return rc;
+}
+
+/* The dump stops every thread, but the one held at a breakpoint is
+ * stopped already and was not copied: its stack, where it stands.  */
+static void dump_held(struct cp_session *s, struct cp_capture *capture,
+		      size_t max_depth, struct cp_dump *dump)
+{
+	const struct cp_session_hit *held = cp_session_held(s);
+	for (size_t i = 0; held && i < dump->nthreads; i++) {
+		struct cp_dump_thread *t = &dump->threads[i];
+		if (t->tid != held->tid || t->nframes)
+			continue;
+		struct cp_capture_slot slot;
+		memset(&slot, 0, sizeof(slot));
+		if (cp_capture_take(capture, t->tid, &slot) == 0)
+			name_frames(capture, &slot, s->symbols,
+				    max_depth ? max_depth : 1, t);
+		cp_capture_slot_free(&slot);
+	}
 }
 
 int cp_session_backtrace(struct cp_session *s, pid_t tid, size_t max_depth,
