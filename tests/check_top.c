@@ -755,6 +755,21 @@ START_TEST(test_thread_filter)
 			      find_row(rows, n, "path_b2"),
 		      "all threads should show every path:\n%s", text);
 	free(text);
+	/* T and a thread id typed: worker-c alone.  */
+	pid_t worker_c = tu_find_task(fixture->pid, "worker-c");
+	ck_assert_msg(worker_c > 0, "no thread worker-c");
+	keys("T");
+	free(wait_screen(has_text, "thread id:", "the thread id prompt"));
+	char tid[16];
+	snprintf(tid, sizeof(tid), "%d", (int)worker_c);
+	ck_assert_int_eq(TMUX(NULL, "send-keys", tid, "Enter"), 0);
+	snprintf(want, sizeof(want), "thread %d worker-c", (int)worker_c);
+	text = wait_screen(has_text, want, want);
+	n = rows_of(text, rows, 64);
+	ck_assert_msg(find_row(rows, n, "path_c2") &&
+			      !find_row(rows, n, "path_b2"),
+		      "worker-c's functions only:\n%s", text);
+	free(text);
 	keys("q");
 	ck_assert_int_eq(wait_done(), 0);
 	check_target_released(fixture);

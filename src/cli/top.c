@@ -95,8 +95,8 @@ static size_t table_lines(void)
 }
 
 static const char keys_line[] =
-	"q quit  p pause  s/t/n sort self/total/name  </> thread  0 all  "
-	"a all/last  arrows scroll  ? help";
+	"q quit  p pause  s/t/n sort self/total/name  </> thread  T tid  "
+	"0 all  a all/last  ? help";
 
 static const char *const help_text[] = {
 	"cprof top: the functions the target's threads are in",
@@ -110,6 +110,7 @@ static const char *const help_text[] = {
 	"                  meanwhile joins the totals when it goes on)",
 	"  s, t, n         sort by self, total, name",
 	"  >, Tab / <      next / previous thread; 0: all threads",
+	"  T               type a thread id (Enter shows it, Esc cancels)",
 	"  a               everything since the start / the last interval",
 	"  Up, Down, PgUp, PgDn, Home, End   scroll",
 	"  ?               this help (any key closes it)",
@@ -192,14 +193,45 @@ static void draw(struct top *top)
 	if (top->nrows == 0)
 		put_line(3, 0, "%s", top->exited ? "no samples"
 						 : "waiting for samples...");
-	put_line(LINES - 1, A_REVERSE, "%s", keys_line);
+	if (top->typing)
+		put_line(LINES - 1, A_REVERSE,
+			 "thread id: %s_  (Enter: show it, Esc: cancel)",
+			 top->tid_text);
+	else
+		put_line(LINES - 1, A_REVERSE, "%s", keys_line);
 	refresh();
 }
 
 /* Act on key CH.  Returns false when it asks to quit.  */
+/* A key while a thread id is typed (T).  */
+static void type_tid(struct top *top, int ch)
+{
+	size_t len = strlen(top->tid_text);
+	if (ch >= '0' && ch <= '9' && len + 1 < sizeof(top->tid_text)) {
+		top->tid_text[len] = (char)ch;
+		top->tid_text[len + 1] = '\0';
+	} else if ((ch == KEY_BACKSPACE || ch == 127 || ch == '\b') &&
+		   len > 0) {
+		top->tid_text[len - 1] = '\0';
+	} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+		/* A thread with no samples yet shows an empty table.  */
+		long tid = strtol(top->tid_text, NULL, 10);
+		if (tid > 0)
+			top->shown_tid = (pid_t)tid;
+		top->scroll = 0;
+		top->typing = false;
+	} else if (ch == 27 || ch == 7) { /* Esc, Ctrl-G */
+		top->typing = false;
+	}
+}
+
 static bool key(struct top *top, int ch)
 {
 	size_t page = table_lines();
+	if (top->typing && ch != KEY_RESIZE) {
+		type_tid(top, ch);
+		return true;
+	}
 	if (top->help && ch != KEY_RESIZE) {
 		top->help = false;
 		return ch != 'q' && ch != 'Q';
@@ -240,6 +272,10 @@ static bool key(struct top *top, int ch)
 	case '0':
 		top->shown_tid = 0;
 		top->scroll = 0;
+		break;
+	case 'T':
+		top->typing = true;
+		top->tid_text[0] = '\0';
 		break;
 	case 'a':
 		top->accumulated = !top->accumulated;
@@ -368,6 +404,7 @@ static SCREEN *take_terminal(void)
 	noecho();
 	nonl();
 	keypad(stdscr, TRUE);
+	set_escdelay(100); /* Esc alone, not the start of a key's sequence */
 	nodelay(stdscr, TRUE);
 	curs_set(0);
 	return screen;

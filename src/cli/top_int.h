@@ -81,6 +81,8 @@ struct top {
 	bool accumulated;          /* since the start, or the last interval */
 	bool paused;
 	bool help;
+	bool typing;               /* a thread id is being typed (T) */
+	char tid_text[12];
 	bool exited;               /* the target is gone */
 	size_t scroll;             /* first row shown */
 	struct row *rows;
