@@ -407,6 +407,43 @@ START_TEST(test_prompt)
 }
 END_TEST
 
+START_TEST(test_after_commands)
+{
+	/* -ex and -x without --batch: their commands, then the console,
+	 * attached to what they attached.  */
+	prepare();
+	struct tu_proc *fx = tu_fixture_start("chain-O0", "300", NULL);
+	if (!fx || !tu_proc_wait_line(fx, "ready", READY_TIMEOUT_MS))
+		give_up("the fixture chain-O0 did not start");
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/first.cprof", work_dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("echo from the file\\n\n", f);
+	fclose(f);
+	char args[256];
+	snprintf(args, sizeof(args),
+		 "-ex 'attach %d' -x first.cprof -ex 'echo from -ex\\n'",
+		 (int)fx->pid);
+	start_console(args);
+	char *s = screen();
+	bool order = strstr(s, "Attached to process") &&
+		     strstr(s, "from the file") && strstr(s, "from -ex") &&
+		     strstr(s, "from the file") < strstr(s, "from -ex");
+	free(s);
+	if (!order)
+		give_up("the commands given did not run first, in order");
+	type("bt");
+	wait_last("(cprof) bt");
+	keys("Enter", NULL);
+	wait_text("chain_alpha");
+	wait_last("(cprof)");
+	enter("quit");
+	wait_exit("0");
+	check_released(fx);
+}
+END_TEST
+
 START_TEST(test_help)
 {
 	start_console("");
@@ -951,6 +988,8 @@ int main(void)
 	}
 	Suite *suite = suite_create("console");
 	tcase_add_test(new_case(suite, "prompt", 120), test_prompt);
+	tcase_add_test(new_case(suite, "after_commands", 120),
+		       test_after_commands);
 	tcase_add_test(new_case(suite, "help", 120), test_help);
 	tcase_add_test(new_case(suite, "help_command", 120),
 		       test_help_command);
