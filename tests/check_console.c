@@ -34,6 +34,8 @@ static char tmux_socket[64];
 static char work_dir[PATH_MAX];
 static char hist_file[PATH_MAX];
 static bool tmux_started;
+/* The session keys go to and the screen is read from.  */
+static const char *pane = "console";
 
 /* Run tmux on our socket with ARGS (NULL-terminated); its standard
  * output into *OUT when OUT is not NULL (malloc'd, NUL-ended).  Returns
@@ -102,9 +104,9 @@ static char *screen_lines(bool joined)
 {
 	char *text = NULL;
 	const char *const joined_args[] = {"capture-pane", "-p", "-J", "-S",
-					   "-", "-t", "console", NULL};
+					   "-", "-t", pane, NULL};
 	const char *const as_shown[] = {"capture-pane", "-p", "-S", "-",
-					"-t", "console", NULL};
+					"-t", pane, NULL};
 	tmux_run(joined ? joined_args : as_shown, &text);
 	return text ? text : strdup("");
 }
@@ -254,7 +256,7 @@ static void wait_exit(const char *status)
 /* Keys by tmux's names (Enter, Tab, Up, C-c), up to a NULL.  */
 static void keys(const char *key, ...)
 {
-	const char *argv[24] = {"send-keys", "-t", "console"};
+	const char *argv[24] = {"send-keys", "-t", pane};
 	size_t n = 3;
 	va_list ap;
 	va_start(ap, key);
@@ -269,7 +271,7 @@ static void keys(const char *key, ...)
 /* TEXT typed as it is (no key names).  */
 static void type(const char *text)
 {
-	if (tmux_run((const char *const[]){"send-keys", "-t", "console", "-l",
+	if (tmux_run((const char *const[]){"send-keys", "-t", pane, "-l",
 					   text, NULL},
 		     NULL) != 0)
 		give_up("tmux send-keys failed");
@@ -653,6 +655,46 @@ static void check_dir_mode(const char *path, unsigned mode)
 		      (unsigned)(st.st_mode & 0777), mode);
 }
 
+START_TEST(test_history_merge)
+{
+	/* Two consoles at once: each adds its lines to the file when it
+	 * ends, after what the other one wrote meanwhile.  */
+	start_console("");
+	char command[6 * PATH_MAX];
+	snprintf(command, sizeof(command),
+		 "cd '%s' && env -u XDG_STATE_HOME -u CPROF_HISTSIZE "
+		 "CPROF_HISTFILE='%s' INPUTRC='%s/inputrc' HOME='%s' "
+		 "'%s/cprof-attach'; echo \"[console exited $?]\"; sleep 60",
+		 work_dir, hist_file, work_dir, work_dir, CP_BUILD_DIR);
+	ck_assert_int_eq(tmux_run((const char *const[]){"new-session", "-d",
+							"-s", "second", "-x",
+							"120", "-y", "40",
+							command, NULL},
+				  NULL),
+			 0);
+	pane = "second";
+	wait_last("(cprof)");
+	pane = "console";
+	enter("echo first\\n");
+	wait_text("\nfirst\n");
+	pane = "second";
+	enter("echo second\\n");
+	wait_text("\nsecond\n");
+	pane = "console";
+	enter("quit");
+	wait_exit("0");
+	pane = "second";
+	enter("quit");
+	wait_exit("0");
+	pane = "console";
+	char *text = tu_read_file(hist_file);
+	ck_assert_msg(text && strcmp(text, "echo first\\n\nquit\n"
+					   "echo second\\n\nquit\n") == 0,
+		      "the history file holds:\n%s", text ? text : "(none)");
+	free(text);
+}
+END_TEST
+
 START_TEST(test_history_places)
 {
 	prepare();
@@ -1002,6 +1044,8 @@ int main(void)
 	tcase_add_test(new_case(suite, "history", 180), test_history);
 	tcase_add_test(new_case(suite, "history_size", 120),
 		       test_history_size);
+	tcase_add_test(new_case(suite, "history_merge", 120),
+		       test_history_merge);
 	tcase_add_test(new_case(suite, "history_places", 120),
 		       test_history_places);
 	tcase_add_test(new_case(suite, "history_symlink", 120),
