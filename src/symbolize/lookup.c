@@ -20,6 +20,7 @@
 /* ------------------------------------------------------------ modules */
 
 struct modules {
+	struct cp_addrspace *space;
 	Dwfl_Module **mods;
 	size_t n, cap;
 	char exe[PATH_MAX];     /* the executable's path, "" unknown */
@@ -30,8 +31,12 @@ static int collect(Dwfl_Module *mod, void **userdata, const char *name,
 {
 	(void)userdata;
 	(void)name;
-	(void)start;
 	struct modules *m = arg;
+	/* Only what is mapped now: the symbolizer keeps modules that went
+	 * (a library unloaded, the image before an exec) to name old
+	 * addresses, and those have nothing to break in.  */
+	if (!cp_addrspace_has(m->space, start))
+		return DWARF_CB_OK;
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 32;
 		Dwfl_Module **grown = realloc(m->mods, cap * sizeof(*grown));
@@ -77,6 +82,7 @@ static int compare_modules(const void *a, const void *b, void *arg)
 static int modules_of(struct cp_symbols *s, struct modules *m)
 {
 	memset(m, 0, sizeof(*m));
+	m->space = cp_symbols_addrspace(s);
 	Dwfl *dwfl = cp_symbols_dwfl_begin(s);
 	if (dwfl_getmodules(dwfl, collect, m, 0) != 0) {
 		cp_symbols_dwfl_end(s);
