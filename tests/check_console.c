@@ -1001,6 +1001,7 @@ START_TEST(test_resize)
 		     NULL) != 0)
 		give_up("tmux resize-window failed");
 	wait_text_times("(cprof)", 2);
+	wait_last("(cprof)");
 	static const char text[] = "echo aaaaaaaaaabbbbbbbbbbccccccccccdddddddddd"
 				   "eeeeeeeeeeffffffffffgggggggggg";
 	type(text);
