@@ -364,13 +364,17 @@ int cp_funcprof_stop(struct cp_funcprof *f)
 	bool any = f->bp.inserted;
 	for (size_t i = 0; i < f->nthreads && !any; i++)
 		any = f->threads[i].in;
-	if (any && hold(f)) {
+	/* Without every thread held (given up: the cancel flag), the
+	 * bytes go back all the same, while the threads run: left in, they
+	 * would kill the target at its next call or return for sure.  */
+	bool held = any && hold(f);
+	if (any && !cp_target_exited(f->target)) {
 		/* A thread stopped after the return of its outermost call
 		 * and before its int3: at the entry address, the return
 		 * address popped.  It goes on where the call returns to, or
 		 * it would run the function again from its first
 		 * instruction, once the byte is back.  */
-		for (size_t i = 0; i < f->nthreads; i++) {
+		for (size_t i = 0; i < f->nthreads && held; i++) {
 			struct inside *t = &f->threads[i];
 			struct user_regs_struct regs;
 			if (!t->in ||
@@ -404,15 +408,14 @@ int cp_funcprof_stop(struct cp_funcprof *f)
 			 * not in the counters of returned calls.  */
 			t->in = false;
 		}
-		/* Our hooks go before the threads run again: a trap now is
-		 * the target's own.  */
-		cp_session_hooks_remove(f->session, f);
-		f->hooked = false;
-		cp_target_release_all(f->target);
 	}
+	/* Our hooks go before the threads run again: a trap now is the
+	 * target's own.  */
 	if (f->hooked)
 		cp_session_hooks_remove(f->session, f);
 	f->hooked = false;
+	if (held)
+		cp_target_release_all(f->target);
 	f->bp.inserted = false;
 	f->stop_rc = rc;
 	return rc;
