@@ -734,6 +734,24 @@ START_TEST(test_history_places)
 }
 END_TEST
 
+START_TEST(test_history_fifo)
+{
+	/* A history file that is a FIFO is neither read (it would wait for
+	 * a writer) nor written (it would wait for a reader): the console
+	 * starts and quits.  */
+	prepare();
+	ck_assert_int_eq(mkfifo(hist_file, 0600), 0);
+	start_console("");
+	enter("echo x\\n");
+	wait_text("\nx\n");
+	enter("quit");
+	wait_exit("0");
+	struct stat st;
+	ck_assert_int_eq(lstat(hist_file, &st), 0);
+	ck_assert_msg(S_ISFIFO(st.st_mode), "the FIFO was replaced");
+}
+END_TEST
+
 START_TEST(test_history_symlink)
 {
 	/* A history file that is a link someone else owns is not written
@@ -1049,6 +1067,8 @@ int main(void)
 		       test_history_merge);
 	tcase_add_test(new_case(suite, "history_places", 120),
 		       test_history_places);
+	tcase_add_test(new_case(suite, "history_fifo", 120),
+		       test_history_fifo);
 	tcase_add_test(new_case(suite, "history_symlink", 120),
 		       test_history_symlink);
 	tcase_add_test(new_case(suite, "ctrl_c_at_prompt", 120),

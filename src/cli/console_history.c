@@ -197,6 +197,12 @@ static void save_history(const struct console_history *c)
 {
 	if (!c->path || c->added == 0 || c->size == 0)
 		return;
+	/* Only a regular file keeps a history: /dev/null is the way to
+	 * keep none, and a FIFO would hold the console's end until
+	 * someone read it.  */
+	struct stat st;
+	if (stat(c->path, &st) == 0 && !S_ISREG(st.st_mode))
+		return;
 	if (getenv("CPROF_HISTFILE") == NULL)
 		make_parents(c->path);
 	struct history_lines h = {0};
@@ -210,7 +216,6 @@ static void save_history(const struct console_history *c)
 	size_t first = 0;
 	if (c->size > 0 && h.n > (size_t)c->size)
 		first = h.n - (size_t)c->size;
-	struct stat st;
 	bool is_new = lstat(c->path, &st) != 0 && errno == ENOENT;
 	char error[PATH_MAX + 256];
 	struct cp_output *out = NULL;
