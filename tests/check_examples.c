@@ -11,7 +11,18 @@
  * "cprof" is an example unless it is a synopsis (it has a [ or an
  * upper-case placeholder); in a man page, every line of EXAMPLES.  Files
  * an example reads without making them (big.tar, ./app, before.folded,
- * after.folded, app.raw) are prepared first.  */
+ * after.folded, app.raw, the scripts of docs/examples/) are prepared
+ * first.
+ *
+ * Scripts (SCRIPTING in cprof-attach(1)): every .EX ... .EE block of that
+ * section is an example too: a block of "cprof-attach" lines is run line
+ * by line as above; any other block is a script, written to a file (4242
+ * replaced in it) and run as "cprof-attach -x FILE --batch".  A script, or
+ * a line running one of the .cprof scripts of docs/examples/, gets the
+ * allocating program's PID when it starts heap tracing (heap start),
+ * else the demo program's; it runs to its end (--batch: never
+ * interrupted), and every file it names in a write command must be there
+ * like an -o file.  */
 #include <check.h>
 #include <ctype.h>
 #include <errno.h>
@@ -35,6 +46,7 @@
 
 struct example {
 	char *line;        /* as printed (man escapes undone), no comment */
+	char *script;      /* a script block: its text (line is NULL) */
 	char where[64];    /* file:line */
 };
 
@@ -60,6 +72,7 @@ static void add_example(const char *text, const char *file, int lineno)
 	while (len > 0 && isspace((unsigned char)line[len - 1]))
 		line[--len] = '\0';
 	examples[nexamples].line = line;
+	examples[nexamples].script = NULL;
 	snprintf(examples[nexamples].where, sizeof(examples[0].where), "%s:%d",
 		 file, lineno);
 	nexamples++;
@@ -101,31 +114,90 @@ static void read_readme(const char *path)
 	fclose(f);
 }
 
+/* Undo the roff escapes the pages use in examples: \- and \\ (a minus
+ * and a backslash) and \e (a backslash).  */
+static void unescape(const char *line, char *text, size_t size)
+{
+	size_t n = 0;
+	for (const char *c = line; *c && n + 1 < size; c++) {
+		if (c[0] == '\\' && (c[1] == '-' || c[1] == '\\')) {
+			c++;
+			text[n++] = *c;
+		} else if (c[0] == '\\' && c[1] == 'e') {
+			c++;
+			text[n++] = '\\';
+		} else {
+			text[n++] = *c;
+		}
+	}
+	text[n] = '\0';
+}
+
+/* A script block of SCRIPTING (its lines in TEXT) as one example.  */
+static void add_script(const char *text, const char *file, int lineno)
+{
+	ck_assert_msg(nexamples < MAX_EXAMPLES, "too many examples");
+	examples[nexamples].line = NULL;
+	examples[nexamples].script = strdup(text);
+	ck_assert_ptr_nonnull(examples[nexamples].script);
+	snprintf(examples[nexamples].where, sizeof(examples[0].where), "%s:%d",
+		 file, lineno);
+	nexamples++;
+}
+
 static void read_man_page(const char *path, const char *name)
 {
 	FILE *f = fopen(path, "r");
 	ck_assert_msg(f != NULL, "cannot open %s", path);
 	char buf[4096];
-	bool in = false;
-	int lineno = 0;
+	bool in = false, scripting = false, block = false;
+	int lineno = 0, block_line = 0;
+	char script[8192];
+	size_t script_len = 0;
 	while (fgets(buf, sizeof(buf), f)) {
 		lineno++;
 		buf[strcspn(buf, "\n")] = '\0';
 		if (strncmp(buf, ".SH", 3) == 0) {
 			in = strcmp(buf, ".SH EXAMPLES") == 0;
+			scripting = strcmp(buf, ".SH SCRIPTING") == 0;
+			continue;
+		}
+		char text[4096];
+		if (scripting && strcmp(buf, ".EX") == 0) {
+			block = true;
+			block_line = lineno + 1;
+			script_len = 0;
+			script[0] = '\0';
+			continue;
+		}
+		if (scripting && block && strcmp(buf, ".EE") == 0) {
+			block = false;
+			if (strncmp(script, "cprof-attach ", 13) == 0) {
+				/* command lines, each an example */
+				int k = block_line;
+				for (char *l = strtok(script, "\n"); l;
+				     l = strtok(NULL, "\n"), k++)
+					add_example(l, name, k);
+			} else if (script_len > 0) {
+				add_script(script, name, block_line);
+			}
+			continue;
+		}
+		if (scripting && block) {
+			unescape(buf, text, sizeof(text));
+			size_t len = strlen(text);
+			ck_assert_msg(script_len + len + 2 < sizeof(script),
+				      "%s:%d: a script block too long", name,
+				      lineno);
+			memcpy(script + script_len, text, len);
+			script_len += len;
+			script[script_len++] = '\n';
+			script[script_len] = '\0';
 			continue;
 		}
 		if (!in || buf[0] == '.' || buf[0] == '\0')
 			continue;
-		/* Undo the roff escapes the pages use: \- and \\.  */
-		char text[4096];
-		size_t n = 0;
-		for (const char *c = buf; *c && n + 1 < sizeof(text); c++) {
-			if (c[0] == '\\' && (c[1] == '-' || c[1] == '\\'))
-				c++;
-			text[n++] = *c;
-		}
-		text[n] = '\0';
+		unescape(buf, text, sizeof(text));
 		add_example(text, name, lineno);
 	}
 	fclose(f);
@@ -141,8 +213,9 @@ static double now_ms(void)
 }
 
 /* Run LINE with bash in DIR; unless it launches a command (it has " --
- * ") or is a pipeline (whose reader a Ctrl-C ends too), end it with
- * SIGINT to its group after INTERRUPT_AFTER_MS.  Returns
+ * "), runs a script to its end (--batch) or is a pipeline (whose reader a
+ * Ctrl-C ends too), end it with SIGINT to its group after
+ * INTERRUPT_AFTER_MS.  Returns
  * the wait status; *INTERRUPTED says whether it was.  Its output goes to
  * DIR/.out and DIR/.err.  */
 static int run_line(const char *dir, const char *line, bool *interrupted)
@@ -182,7 +255,8 @@ static int run_line(const char *dir, const char *line, bool *interrupted)
 			return status;
 		double elapsed = now_ms() - start;
 		if (!*interrupted && elapsed >= INTERRUPT_AFTER_MS &&
-		    !strstr(line, " -- ") && !strchr(line, '|')) {
+		    !strstr(line, " -- ") && !strstr(line, "--batch") &&
+		    !strchr(line, '|')) {
 			kill(-pid, SIGINT);
 			*interrupted = true;
 			start = now_ms();
@@ -196,20 +270,16 @@ static int run_line(const char *dir, const char *line, bool *interrupted)
 	}
 }
 
-/* The file named by -o in LINE is there and looks like its name says.  */
-static void check_outputs(const char *dir, const struct example *ex)
+/* The file NAME in DIR is there and looks like its name says.  */
+static void check_output(const char *dir, const struct example *ex,
+			 const char *name)
 {
-	const char *o = strstr(ex->line, " -o ");
-	if (!o)
-		return;
-	char name[256];
-	if (sscanf(o + 4, "%255s", name) != 1)
-		return;
+	const char *line = ex->line ? ex->line : "the script";
 	char path[8192];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	char *text = tu_read_file(path);
 	ck_assert_msg(text != NULL && text[0] != '\0',
-		      "%s: \"%s\" did not write %s", ex->where, ex->line, name);
+		      "%s: \"%s\" did not write %s", ex->where, line, name);
 	size_t len = strlen(name);
 #define ENDS(s) (len >= strlen(s) && strcmp(name + len - strlen(s), s) == 0)
 	if (ENDS(".svg"))
@@ -231,6 +301,82 @@ static void check_outputs(const char *dir, const struct example *ex)
 			      "%s: %s is no heap report", ex->where, name);
 #undef ENDS
 	free(text);
+}
+
+/* Every file a script writes (write FILE, a name without variables).  */
+static void check_script_outputs(const char *dir, const struct example *ex,
+				 const char *script)
+{
+	char *copy = strdup(script);
+	ck_assert_ptr_nonnull(copy);
+	for (char *l = strtok(copy, "\n"); l; l = strtok(NULL, "\n")) {
+		char name[256];
+		l += strspn(l, " \t");
+		if (strncmp(l, "write ", 6) == 0 &&
+		    sscanf(l + 6, "%255s", name) == 1 && name[0] != '-' &&
+		    !strchr(name, '$'))
+			check_output(dir, ex, name);
+	}
+	free(copy);
+}
+
+/* The files named by -o in EX's line, or by write in its script (or in
+ * the docs/examples script its line runs with -x), are there and look
+ * like their names say.  */
+static void check_outputs(const char *dir, const struct example *ex)
+{
+	char name[256];
+	if (ex->script) {
+		check_script_outputs(dir, ex, ex->script);
+		return;
+	}
+	const char *x = strstr(ex->line, " -x ");
+	if (x && sscanf(x + 4, "%255s", name) == 1) {
+		char path[8192];
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		char *script = tu_read_file(path);
+		ck_assert_msg(script != NULL, "%s: no script %s", ex->where,
+			      name);
+		check_script_outputs(dir, ex, script);
+		free(script);
+	}
+	const char *o = strstr(ex->line, " -o ");
+	if (o && sscanf(o + 4, "%255s", name) == 1)
+		check_output(dir, ex, name);
+}
+
+/* Does EX start heap tracing: --heap, or heap start in its script (or
+ * in the script file its line runs, in DIR)?  */
+static bool traces_heap(const char *dir, const struct example *ex)
+{
+	if (ex->script)
+		return strstr(ex->script, "heap start") != NULL;
+	if (strstr(ex->line, "--heap"))
+		return true;
+	const char *x = strstr(ex->line, " -x ");
+	char name[256], path[8192];
+	if (!x || sscanf(x + 4, "%255s", name) != 1)
+		return false;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	char *script = tu_read_file(path);
+	bool heap = script && strstr(script, "heap start");
+	free(script);
+	return heap;
+}
+
+/* TEXT with every 4242 replaced by PID, into OUT.  */
+static void put_pid(const char *text, const char *pid, char *out, size_t size)
+{
+	size_t n = 0;
+	for (const char *c = text; *c && n + 16 < size;) {
+		if (strncmp(c, EXAMPLE_PID, strlen(EXAMPLE_PID)) == 0) {
+			n += (size_t)snprintf(out + n, size - n, "%s", pid);
+			c += strlen(EXAMPLE_PID);
+		} else {
+			out[n++] = *c++;
+		}
+	}
+	out[n] = '\0';
 }
 
 static void copy_file(const char *from, const char *to, mode_t mode)
@@ -302,6 +448,7 @@ START_TEST(test_examples)
 		char cmd[8192];
 		snprintf(cmd, sizeof(cmd),
 			 "set -e; head -c 2000000 /dev/urandom > big.tar; "
+			 "cp '" CP_SOURCE_DIR "'/docs/examples/*.cprof .; "
 			 "'%s/cprof-attach' -q -d 1 -o before.folded %d; "
 			 "'%s/cprof-attach' -q -d 1 -o after.folded %d; "
 			 "'%s/cprof-attach' -q -d 1 --format raw -o app.raw %d",
@@ -330,16 +477,25 @@ START_TEST(test_examples)
 		const char *exdir = dirs[i < readme ? 0 : i < readme + attach_page ? 1 : 2];
 		/* The PID: the allocating program's for the heap examples.  */
 		char line[8192];
-		const char *pid = strstr(ex->line, "--heap")
-					  ? allocator_pid
-					  : demo->pid_text;
-		const char *at = strstr(ex->line, EXAMPLE_PID);
-		if (at)
-			snprintf(line, sizeof(line), "%.*s%s%s",
-				 (int)(at - ex->line), ex->line, pid,
-				 at + strlen(EXAMPLE_PID));
-		else
-			snprintf(line, sizeof(line), "%s", ex->line);
+		const char *pid = traces_heap(exdir, ex) ? allocator_pid
+							 : demo->pid_text;
+		if (ex->script) {
+			/* A script block: into a file of its own, run.  */
+			char text[8192], path[8192];
+			put_pid(ex->script, pid, text, sizeof(text));
+			snprintf(path, sizeof(path), "%s/script-%zu.cprof",
+				 exdir, i);
+			FILE *f = fopen(path, "w");
+			ck_assert_ptr_nonnull(f);
+			fputs(text, f);
+			ck_assert_int_eq(fclose(f), 0);
+			snprintf(line, sizeof(line),
+				 "cprof-attach -x script-%zu.cprof --batch", i);
+			fprintf(stderr, "example %s: a script:\n%s", ex->where,
+				text);
+		} else {
+			put_pid(ex->line, pid, line, sizeof(line));
+		}
 		fprintf(stderr, "example %s: %s\n", ex->where, line);
 		bool interrupted;
 		int status = run_line(exdir, line, &interrupted);
@@ -377,7 +533,7 @@ static Suite *examples_suite(void)
 	Suite *suite = suite_create("examples");
 	TCase *tcase = tcase_create("examples");
 	tcase_add_checked_fixture(tcase, NULL, tu_cleanup);
-	tcase_set_timeout(tcase, 600);
+	tcase_set_timeout(tcase, 900);
 	tcase_add_test(tcase, test_examples);
 	suite_add_tcase(suite, tcase);
 	return suite;

@@ -1392,6 +1392,68 @@ START_TEST(test_break_triggers_sampling)
 }
 END_TEST
 
+/* An error while breakpoints and heap tracing are in (int3 bytes in the
+ * program and in libc): the run ends with status 1 and every byte is
+ * back.  */
+START_TEST(test_error_restores_bytes)
+{
+	struct tu_proc *fixture = start_trigger();
+	char *script = script_file("restore.cprof",
+				   "break handle_request\n"
+				   "tbreak fork_child\n"
+				   "heap start\n"
+				   "info breakpoints\n"
+				   "frob\n");
+	struct tu_run *run = RUN("-p", fixture->pid_text, "-x", script,
+				 "--batch");
+	char expected[4200];
+
+	expect_exit(run, 1);
+	snprintf(expected, sizeof(expected), "%s:5: frob: undefined command",
+		 script);
+	expect_message(run, expected);
+	CHECK_RUN(strstr(run->out, "Tracing the heap of process") != NULL &&
+			  strstr(run->out, "in fork_child at") != NULL,
+		  run, "the breakpoints or the heap tracing were not in");
+	expect_trigger_fine(fixture);
+	free(script);
+}
+END_TEST
+
+/* SIGINT during a wait for a breakpoint that is never reached (fork_child
+ * runs only when asked): the wait ends as an error, the script with it
+ * (exit 1), the byte of the breakpoint back.  */
+START_TEST(test_error_interrupted_wait)
+{
+	struct tu_proc *fixture = start_trigger();
+	char *marker = temp_path("waiting");
+	char *script = script_file("wait.cprof", "break fork_child\n"
+				   "shell touch %s\n"
+				   "wait\n"
+				   "echo not reached\\n\n", marker);
+	struct tu_run *run = start_cprof(NULL, (const char *const[]){
+		"-p", fixture->pid_text, "-x", script, "--batch", NULL });
+	uint64_t deadline = tu_now_ns() + STEP_TIMEOUT_MS * 1000000ull;
+
+	while (access(marker, F_OK) != 0) {
+		CHECK_RUN(tu_now_ns() < deadline, run, "the script did not "
+			  "start");
+		poll(NULL, 0, 2);
+	}
+	ck_assert_int_eq(kill(run->pid, SIGINT), 0);
+	tu_run_wait(run, RUN_TIMEOUT_MS);
+	CHECK_RUN(!run->timed_out, run, "SIGINT did not end the wait");
+	expect_exit(run, 1);
+	CHECK_RUN(strstr(run->err, ":3: wait: interrupted") != NULL, run,
+		  "the error is not the wait's interruption");
+	CHECK_RUN(strstr(run->out, "not reached") == NULL, run,
+		  "the script went on");
+	expect_trigger_fine(fixture);
+	free(marker);
+	free(script);
+}
+END_TEST
+
 /* --------------------------------------------------- profile FUNC */
 
 /* The first number of the fixture's N-th line (1, 2...) that begins
@@ -1423,8 +1485,9 @@ static unsigned long long nth_line_number(struct tu_proc *fixture,
 	}
 }
 
-/* profile handler at 499 Hz for 2 s, typed into cprof-attach while the
- * test drives the fixture: the folded profile written has only stacks
+/* profile handler at 499 Hz for a few seconds (until the fixture had
+ * 0.2 s inside handler), typed into cprof-attach while the test drives
+ * the fixture: the folded profile written has only stacks
  * under handler, none under other (the fixture's other half), and as
  * many samples as the fixture's own clock says its threads spent inside
  * handler in the window.  The window is bracketed exactly: the workers
@@ -1459,12 +1522,21 @@ START_TEST(test_profile_function)
 	free(answer);
 	say(fix_in, "unpark");
 	nth_line_number(fixture, "unparked", 1);
-	answer = command_answer(run, in, "sleep 2s", "\"ok\":");
-	free(answer);
+	/* Windows of a second until the workers had 0.2 s inside handler
+	 * (100 periods): a loaded machine gives them little CPU.  */
+	unsigned totals = 1;
+	for (int second = 0; second < 60; second++) {
+		answer = command_answer(run, in, "sleep 1s", "\"ok\":");
+		free(answer);
+		say(fix_in, "total");
+		if (nth_line_number(fixture, "total ", ++totals) - before >=
+		    200000000u)
+			break;
+	}
 	say(fix_in, "park");
 	nth_line_number(fixture, "parked", 2);
 	say(fix_in, "total");
-	after = nth_line_number(fixture, "total ", 2);
+	after = nth_line_number(fixture, "total ", ++totals);
 	answer = command_answer(run, in, "sample stop", "\"ok\":");
 	CHECK_RUN(strstr(answer, "\"ok\":true") != NULL, run,
 		  "sample stop: %s", answer);
@@ -1510,6 +1582,179 @@ START_TEST(test_profile_function)
 	close(fix_in);
 	tu_profile_free(profile);
 	free(out);
+}
+END_TEST
+
+/* ------------------------------------------- docs/examples/ scripts */
+
+/* Run the example script NAME (docs/examples/) on process PID as its
+ * comment says (cprof-attach -p PID -x NAME --batch), in this test's
+ * temporary directory, where its files are written.  */
+static struct tu_run *run_example(const char *name, const char *pid)
+{
+	char path[4096];
+	char *dir = temp_path(".");
+
+	ck_assert_int_eq(chdir(dir), 0);
+	free(dir);
+	snprintf(path, sizeof(path), "%s/docs/examples/%s", CP_SOURCE_DIR,
+		 name);
+	struct tu_run *run = RUN("-p", pid, "-x", path, "--batch");
+	expect_exit(run, 0);
+	CHECK_RUN(run->err[0] == '\0', run, "%s: cprof-attach complained",
+		  name);
+	return run;
+}
+
+/* The demo program's three threads: each stack is under one of them.  */
+static void expect_demo(const struct tu_run *run,
+			const struct tu_profile *profile, const char *what)
+{
+	uint64_t total = tu_profile_total(profile);
+	uint64_t known = tu_profile_count_frame(profile, "main") +
+			 tu_profile_count_frame(profile, "hasher_main") +
+			 tu_profile_count_frame(profile, "compressor_main");
+
+	if (known != total)
+		tu_profile_dump(profile, 20);
+	CHECK_RUN(known == total, run, "%s: a stack under none of the "
+		  "demo's threads", what);
+}
+
+/* two-windows.cprof on the demo: a CPU profile and a wall-clock flame
+ * graph of one attach.  */
+START_TEST(test_example_two_windows)
+{
+	struct tu_proc *demo = ready(tu_fixture_start("demo", LONG_RUN, NULL));
+	struct tu_run *run = run_example("two-windows.cprof", demo->pid_text);
+	char *cpu = temp_path("cpu.folded");
+	char *wall = temp_path("wall.svg");
+	struct tu_profile *profile = read_profile(run, cpu);
+	char *svg = tu_read_file(wall);
+
+	expect_demo(run, profile, "cpu.folded");
+	CHECK_RUN(svg != NULL && strstr(svg, "<svg") != NULL &&
+			  strstr(svg, "hash_block") != NULL,
+		  run, "wall.svg is no flame graph of the demo");
+	CHECK_RUN(count_of(run->out, "Attached") == 0 &&
+			  strstr(run->out, "running, attached ") != NULL,
+		  run, "info inferior said nothing");
+	expect_untouched(demo);
+	tu_profile_free(profile);
+	free(svg);
+	free(cpu);
+	free(wall);
+}
+END_TEST
+
+/* windows.cprof on the demo: five profiles, each the samples its
+ * window's line says.  */
+START_TEST(test_example_windows)
+{
+	struct tu_proc *demo = ready(tu_fixture_start("demo", LONG_RUN, NULL));
+	struct tu_run *run = run_example("windows.cprof", demo->pid_text);
+
+	for (int i = 0; i < 5; i++) {
+		char name[32], said[64], *path;
+
+		snprintf(name, sizeof(name), "window-%d.folded", i);
+		path = temp_path(name);
+		struct tu_profile *profile = read_profile(run, path);
+		expect_demo(run, profile, name);
+		snprintf(said, sizeof(said), "window %d: %" PRIu64 " samples\n",
+			 i, tu_profile_total(profile));
+		CHECK_RUN(strstr(run->out, said) != NULL, run, "no \"%s\"",
+			  said);
+		tu_profile_free(profile);
+		free(path);
+	}
+	expect_untouched(demo);
+}
+END_TEST
+
+/* heap-window.cprof on heap-pairs (malloc(64) and free in a loop, for
+ * ever): the window's bytes are 64 per allocation exactly, every block
+ * freed but the one a call may hold at the stop, the report's top site
+ * pairs_leaf, the live flame graph written.  */
+START_TEST(test_example_heap_window)
+{
+	struct tu_proc *pairs = tu_fixture_start("heap-pairs", "1000000000",
+						 "1", NULL);
+	char exe[4096], link[64];
+	unsigned long long allocations, bytes, frees, live, live_bytes;
+
+	ck_assert_ptr_nonnull(pairs);
+	/* No ready line (a bench target): attach once it runs its own
+	 * code, not the test's before the exec.  */
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pairs->pid);
+	for (int i = 0;; i++) {
+		ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = '\0';
+		if (strstr(exe, "heap-pairs") &&
+		    tu_wait_cpu_ticks(pairs->pid, 1, READY_TIMEOUT_MS))
+			break;
+		ck_assert_msg(i < 10000, "heap-pairs did not start");
+		poll(NULL, 0, 1);
+	}
+	struct tu_run *run = run_example("heap-window.cprof", pairs->pid_text);
+	const char *said = strstr(run->out, " allocations (");
+
+	while (said && said > run->out && said[-1] != '\n')
+		said--;
+	CHECK_RUN(said && sscanf(said, "%llu allocations (%llu bytes), %llu "
+				 "frees; %llu allocations (%llu bytes) live",
+				 &allocations, &bytes, &frees, &live,
+				 &live_bytes) == 5,
+		  run, "heap stop said nothing");
+	CHECK_RUN(allocations > 0 && bytes == 64 * allocations &&
+			  live <= 1 && live == allocations - frees &&
+			  live_bytes == 64 * live,
+		  run, "the window is not heap-pairs' malloc(64)/free pairs");
+	char *report = tu_read_file(temp_path("heap.txt"));
+	char *svg = tu_read_file(temp_path("heap-live.svg"));
+	CHECK_RUN(report && strstr(report, "pairs_leaf") != NULL, run,
+		  "heap.txt does not name pairs_leaf");
+	CHECK_RUN(svg && strstr(svg, "<svg") != NULL, run,
+		  "heap-live.svg is no SVG");
+	expect_untouched(pairs);
+	free(report);
+	free(svg);
+}
+END_TEST
+
+/* slow-request.cprof on the demo: three requests caught, each with its
+ * stack (ingest <- main, on the main thread), then a profile of the time
+ * inside ingest only.  */
+START_TEST(test_example_slow_request)
+{
+	struct tu_proc *demo = ready(tu_fixture_start("demo", LONG_RUN, NULL));
+	struct tu_run *run = run_example("slow-request.cprof", demo->pid_text);
+	char *path = temp_path("requests.folded");
+	struct tu_profile *profile = read_profile(run, path);
+
+	for (int i = 1; i <= 3; i++) {
+		char said[128];
+		const char *at, *one, *two;
+
+		snprintf(said, sizeof(said), "request %d on thread %d:\n#0 ", i,
+			 (int)demo->pid);
+		at = strstr(run->out, said);
+		CHECK_RUN(at != NULL, run, "no \"request %d on thread %d\"", i,
+			  (int)demo->pid);
+		one = strstr(at, "\n#1 ");
+		two = one ? strchr(one + 1, '\n') : NULL;
+		CHECK_RUN(two && strstr(at, " in ingest ") < one &&
+				  strstr(one, " in main ") < two &&
+				  strstr(one, " in main ") != NULL,
+			  run, "request %d's stack is not ingest <- main", i);
+	}
+	CHECK_RUN(tu_profile_count_frame(profile, "ingest") ==
+			  tu_profile_total(profile),
+		  run, "requests.folded has stacks outside ingest");
+	expect_untouched(demo);
+	tu_profile_free(profile);
+	free(path);
 }
 END_TEST
 
@@ -1586,6 +1831,13 @@ static Suite *script_suite(void)
 	tcase_add_test(tcase, test_error_block_without_end);
 	tcase_add_test(tcase, test_error_interrupted);
 	tcase_add_test(tcase, test_error_options);
+	tcase_add_test(tcase, test_error_restores_bytes);
+	tcase_add_test(tcase, test_error_interrupted_wait);
+	tcase = new_case(suite, "examples", 120);
+	tcase_add_test(tcase, test_example_two_windows);
+	tcase_add_test(tcase, test_example_windows);
+	tcase_add_test(tcase, test_example_heap_window);
+	tcase_add_test(tcase, test_example_slow_request);
 	tcase = new_case(suite, "profile", 120);
 	tcase_add_test(tcase, test_profile_function);
 	return suite;
