@@ -410,13 +410,30 @@ static SCREEN *take_terminal(void)
 	return screen;
 }
 
+/* endwin, also from the background: the rest of a stopped job (Ctrl-Z)
+ * stops at once and the shell may have the terminal already, and a
+ * background process that sets the terminal's modes gets SIGTTOU (which
+ * ncurses would retry for ever), so it is ignored for the moment.  */
+static void leave_screen(void)
+{
+	struct sigaction ignore = {.sa_handler = SIG_IGN}, ttou;
+	sigemptyset(&ignore.sa_mask);
+	sigaction(SIGTTOU, &ignore, &ttou);
+	endwin();
+	sigaction(SIGTTOU, &ttou, NULL);
+}
+
 static void give_terminal_back(SCREEN *screen)
 {
-	endwin();
+	leave_screen();
 	delscreen(screen);
 	terminal_taken = 0;
 	/* endwin restores the modes ncurses found; ours are the same.  */
+	struct sigaction ignore = {.sa_handler = SIG_IGN}, ttou;
+	sigemptyset(&ignore.sa_mask);
+	sigaction(SIGTTOU, &ignore, &ttou);
 	tcsetattr(STDIN_FILENO, TCSANOW, &terminal_modes);
+	sigaction(SIGTTOU, &ttou, NULL);
 	catch_job_signals(false);
 }
 
@@ -464,15 +481,7 @@ static int suspend(struct top *top)
 		rc = take_window(top);
 	if (rc < 0)
 		return rc;
-	/* The rest of the job stopped at once and the shell may have the
-	 * terminal already: a background process setting its modes gets
-	 * SIGTTOU (and ncurses would retry for ever), so it is ignored for
-	 * the moment.  */
-	struct sigaction ignore = {.sa_handler = SIG_IGN}, ttou;
-	sigemptyset(&ignore.sa_mask);
-	sigaction(SIGTTOU, &ignore, &ttou);
-	endwin();
-	sigaction(SIGTTOU, &ttou, NULL);
+	leave_screen();
 	struct sigaction dfl = {.sa_handler = SIG_DFL}, ours;
 	sigemptyset(&dfl.sa_mask);
 	sigaction(sig, &dfl, &ours);
