@@ -120,6 +120,7 @@ static int cmd_attach(struct script *s, char *args, struct script_reader *r)
 	size_t nthreads = 0;
 	cp_target_threads(cp_session_target(s->session), &nthreads);
 	s->exitcode = INT64_MIN;
+	s->exitsignal = 0;
 	out_text(s, "Attached to process %ld (%zu thread%s).\n", pid,
 		 nthreads, nthreads == 1 ? "" : "s");
 	out_int(s, "pid", pid);
@@ -132,8 +133,14 @@ static void note_exit(struct script *s, int status)
 {
 	if (status < 0)
 		return;
-	s->exitcode = WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-					  : WEXITSTATUS(status);
+	/* gdb's: $_exitcode when it exited, $_exitsignal when a signal
+	 * killed it */
+	s->exitcode = INT64_MIN;
+	s->exitsignal = 0;
+	if (WIFSIGNALED(status))
+		s->exitsignal = WTERMSIG(status);
+	else
+		s->exitcode = WEXITSTATUS(status);
 }
 
 static int do_detach(struct script *s)
@@ -191,6 +198,7 @@ static int cmd_run(struct script *s, char *args, struct script_reader *r)
 		return session_error(s, rc, "cannot start the program");
 	launched_child = cp_session_pid(s->session);
 	s->exitcode = INT64_MIN;
+	s->exitsignal = 0;
 	out_text(s, "Started process %d: %s\n",
 		 (int)cp_session_pid(s->session), s->program);
 	out_int(s, "pid", cp_session_pid(s->session));
@@ -300,6 +308,8 @@ static int info_inferior(struct script *s)
 	out_num(s, "overhead_percent", overhead);
 	if (s->exitcode != INT64_MIN)
 		out_int(s, "exitcode", s->exitcode);
+	if (s->exitsignal)
+		out_int(s, "exitsignal", s->exitsignal);
 	return 0;
 }
 
@@ -1359,7 +1369,11 @@ int script_wait(struct script *s, uint64_t until_ns, const char *why)
 				s->last = LAST_HEAP;
 			}
 			do_detach(s);
-			if (s->exitcode != INT64_MIN)
+			if (s->exitsignal)
+				out_text(s, "[process %d killed by signal %d "
+					 "(%s)]\n", (int)pid, s->exitsignal,
+					 strsignal(s->exitsignal));
+			else if (s->exitcode != INT64_MIN)
 				out_text(s, "[process %d exited with code "
 					 "%lld]\n", (int)pid,
 					 (long long)s->exitcode);
@@ -1369,6 +1383,8 @@ int script_wait(struct script *s, uint64_t until_ns, const char *why)
 			out_int(s, "pid", pid);
 			if (s->exitcode != INT64_MIN)
 				out_int(s, "exitcode", s->exitcode);
+			if (s->exitsignal)
+				out_int(s, "exitsignal", s->exitsignal);
 			out_event_end(s);
 			return 0;
 		}
@@ -1826,7 +1842,8 @@ const struct command script_commands[] = {
 	{"print", "p", cmd_print, true, true, "print EXPRESSION",
 	 "the value of an expression",
 	 "Operators: || && ! == != < <= > >= + - * / % ( ).  Convenience\n"
-	 "variables: $_hits $_samples $_exitcode $_overhead $bpnum\n"
+	 "variables: $_hits $_samples $_exitcode $_exitsignal $_overhead\n"
+	 "$bpnum "
 	 "$_thread $_pid; registers of the held thread: $pc $sp $rdi ..."},
 	{"echo", NULL, cmd_echo, true, false, "echo TEXT",
 	 "print TEXT (\\n for a newline)", "C escapes: \\n \\t \\e \\\\."},

@@ -95,6 +95,11 @@ int var_get(struct script *s, const char *name, struct value *out)
 			set_int(out, s->exitcode);
 		return 0;
 	}
+	if (strcmp(name, "_exitsignal") == 0) {
+		if (s->exitsignal)
+			set_int(out, s->exitsignal);
+		return 0;
+	}
 	if (strcmp(name, "_samples") == 0) {
 		const struct cp_profile *p = cp_session_profile(s->session);
 		return set_int(out, p ? (int64_t)cp_profile_total(p) : 0);

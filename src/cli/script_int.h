@@ -119,6 +119,7 @@ struct script {
 	bool resume_wait;       /* `continue` in them */
 	/* the target */
 	int64_t exitcode;       /* $_exitcode; INT64_MIN: void */
+	int exitsignal;         /* $_exitsignal; 0: void */
 	char *program;          /* file PROG */
 	char last_sample_what[32];
 	enum last_data last;    /* what `write` writes by default */
