@@ -254,6 +254,65 @@ START_TEST(free_while_sampling_detaches)
 }
 END_TEST
 
+/* Threads of PID in a tracing stop ('t') now.  */
+static int stopped_tasks(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	int n = 0;
+	FILE *ls = NULL;
+	char cmd[96];
+	snprintf(cmd, sizeof(cmd), "ls %s", path);
+	ls = popen(cmd, "r");
+	ck_assert_ptr_nonnull(ls);
+	char tid[32];
+	while (fscanf(ls, "%31s", tid) == 1) {
+		char stat[128], buf[512];
+		snprintf(stat, sizeof(stat), "%s/%s/stat", path, tid);
+		FILE *f = fopen(stat, "r");
+		if (!f)
+			continue;
+		if (fgets(buf, sizeof(buf), f)) {
+			const char *close_paren = strrchr(buf, ')');
+			if (close_paren && close_paren[1] == ' ' &&
+			    close_paren[2] == 't')
+				n++;
+		}
+		fclose(f);
+	}
+	pclose(ls);
+	return n;
+}
+
+/* A stop leaves no thread in a stop of ours: the interrupts of the last
+ * tick that had not come yet are taken and their threads let go (a
+ * console sits idle after "sample stop"; before, such a thread waited
+ * stopped until the session's next call).  Many short windows at a high
+ * rate on busy threads, each followed by a pause in which a thread left
+ * in our stop would show as 't'.  */
+START_TEST(stop_leaves_threads_running)
+{
+	struct tu_proc *fx = tu_fixture_start("threads", "60", NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_proc_wait_line(fx, "ready", READY_TIMEOUT_MS));
+	struct cp_session *s = NULL;
+	ck_assert_int_eq(cp_session_new(NULL, &s), 0);
+	ck_assert_int_eq(cp_session_attach(s, fx->pid, NULL, 0, false, NULL), 0);
+	struct cp_sampler_options so = {.frequency = 4999, .max_depth = 16};
+	for (int i = 0; i < 25; i++) {
+		ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+		sample_for(s, 0.02);
+		ck_assert_int_eq(cp_session_sample_stop(s), 0);
+		struct timespec pause = {0, 100 * 1000 * 1000};
+		nanosleep(&pause, NULL);
+		ck_assert_msg(stopped_tasks(fx->pid) == 0,
+			      "window %d: a thread is left stopped", i);
+	}
+	cp_session_free(s);
+	ck_assert_int_eq(tu_traced_tasks(fx->pid), 0);
+}
+END_TEST
+
 /* What an empty session refuses.  */
 START_TEST(nothing_attached)
 {
@@ -281,6 +340,7 @@ int main(void)
 	tcase_add_test(tc, sample_take_sample_dump_heap_detach);
 	tcase_add_test(tc, free_while_sampling_detaches);
 	tcase_add_test(tc, nothing_attached);
+	tcase_add_test(tc, stop_leaves_threads_running);
 	suite_add_tcase(suite, tc);
 	SRunner *runner = srunner_create(suite);
 	srunner_run_all(runner, CK_NORMAL);

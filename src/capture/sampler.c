@@ -903,6 +903,14 @@ struct cp_profile *cp_sampler_finish(struct cp_sampler *r)
 		close(r->timer_fd);
 		r->timer_fd = -1;
 	}
+	/* Stops asked for at the last tick that have not come yet: take
+	 * them and let those threads go now.  The caller may keep the
+	 * target attached and sit idle (a console after sample stop), and
+	 * a thread must not wait in a stop of ours until its next call.  */
+	pid_t tid;
+	while (cp_target_interrupts_outstanding(r->target) > 0 &&
+	       cp_target_wait_any(r->target, &tid) == 0)
+		cp_target_resume(r->target, tid);
 	/* A profile still retiring is named with the rest.  */
 	struct cp_profile *retired = cp_sampler_retired(r, true);
 	cp_resolver_finish(r->resolver);
