@@ -367,9 +367,9 @@ START_TEST(test_two_samplings)
 	char *script = script_file("two.cprof",
 				   "# two windows, one attach\n"
 				   "attach %d\n"
-				   "sample for 1s\n"
+				   "sample --wall for 1s\n"
 				   "write %s\n"
-				   "sample -F 199 for 500ms\n"
+				   "sample -F 199 --wall for 500ms\n"
 				   "write %s --format folded\n"
 				   "info inferior\n",
 				   (int)fixture->pid, first, second);
@@ -417,7 +417,7 @@ START_TEST(test_ex_and_x_in_order)
 							 NULL));
 	char *out = temp_path("mid.folded");
 	char *script = script_file("mid.cprof", "echo file\\n\n"
-				   "sample for 300ms\n");
+				   "sample --wall for 300ms\n");
 	char write[4200];
 	struct tu_run *run;
 	struct tu_profile *profile;
@@ -502,7 +502,7 @@ START_TEST(test_control)
 		"set $ratio = 7 / 2.0\n"
 		"printf \"ratio %%.2f hex %%x\\n\", $ratio, 255\n"
 		"attach %d\n"
-		"sample for 500ms\n"
+		"sample --wall for 500ms\n"
 		"if $_samples > 0\n"
 		"  echo sampled\\n\n"
 		"else\n"
@@ -541,7 +541,7 @@ END_TEST
  * define with optional arguments is written (if $argc > 1 ... $arg1).  */
 START_TEST(test_define_optional_arg)
 {
-	struct tu_run *run = RUN("--batch", "-x", script_file("optional.cprof",
+	char *script = script_file("optional.cprof",
 		"define greet\n"
 		"  if $argc > 1\n"
 		"    echo $arg0 and $arg1\\n\n"
@@ -550,11 +550,13 @@ START_TEST(test_define_optional_arg)
 		"  end\n"
 		"end\n"
 		"greet alpha beta\n"
-		"greet gamma\n"));
+		"greet gamma\n");
+	struct tu_run *run = RUN("--batch", "-x", script);
 
 	expect_exit(run, 0);
 	CHECK_RUN(strcmp(run->out, "alpha and beta\ngamma alone\n") == 0, run,
 		  "the optional argument");
+	free(script);
 }
 END_TEST
 
@@ -590,7 +592,7 @@ START_TEST(test_json)
 							 NULL));
 	char *out = temp_path("json.folded");
 	char *script = script_file("json.cprof",
-				   "sample for 500ms\n"
+				   "sample --wall for 500ms\n"
 				   "print $_samples\n"
 				   "info inferior\n"
 				   "write %s\n"
@@ -616,7 +618,8 @@ START_TEST(test_json)
 		 "'echo', 'printf', 'info', 'frob'], names\n"
 		 "assert all(o['ok'] is True for o in C[:-1]), C\n"
 		 "s = C[0]\n"
-		 "assert s['samples'] > 0 and s['frequency'] == 99, s\n"
+		 "assert s['samples'] > 0 and s['frequency'] == 99 and "
+		 "s['wall'] is True, s\n"
 		 "assert s['profile_samples'] == s['samples'], s\n"
 		 "assert s['seconds'] >= 0.5, s\n"
 		 "assert C[1]['value'] == s['samples'], C[1]\n"
@@ -1203,22 +1206,19 @@ START_TEST(test_break_file_line)
 	for (const char *p = source; p < mark; p++)
 		line += *p == '\n';
 	snprintf(location, sizeof(location), "break trigger.c:%u", line);
+	char *script = script_file("fl.cprof", "commands 1\n"
+				   "  silent\n"
+				   "  bt\n"
+				   "end\n"
+				   "wait\n");
 	struct tu_run *run = RUN("-p", fixture->pid_text, "--batch",
 				 "-ex", location, "-ex", "commands 1",
-				 "-x", script_file("fl.cprof", "commands 1\n"
-						   "  silent\n"
-						   "  bt\n"
-						   "end\n"
-						   "wait\n"));
+				 "-x", script);
 	/* commands on -ex has no lines to read: an error, as in gdb */
 	expect_exit(run, 1);
 	expect_message(run, "-ex:2: commands: ");
 	run = RUN("-p", fixture->pid_text, "--batch", "-ex", location,
-		  "-x", script_file("fl.cprof", "commands 1\n"
-				    "  silent\n"
-				    "  bt\n"
-				    "end\n"
-				    "wait\n"));
+		  "-x", script);
 	expect_exit(run, 0);
 	snprintf(said, sizeof(said), ": file fixtures/trigger.c, line %u.\n",
 		 line);
@@ -1231,6 +1231,7 @@ START_TEST(test_break_file_line)
 		  "not one backtrace");
 	expect_trigger_fine(fixture);
 	free(source);
+	free(script);
 }
 END_TEST
 
@@ -1353,7 +1354,7 @@ START_TEST(test_break_triggers_sampling)
 				   "break handle_request\n"
 				   "commands\n"
 				   "  silent\n"
-				   "  sample for 300ms\n"
+				   "  sample --wall for 300ms\n"
 				   "end\n"
 				   "wait\n"
 				   "write %s\n"
@@ -1361,7 +1362,7 @@ START_TEST(test_break_triggers_sampling)
 				   "  silent\n"
 				   "  bt\n"
 				   "end\n"
-				   "sample start\n"
+				   "sample --wall start\n"
 				   "while $_hits < 3\n"
 				   "  wait\n"
 				   "end\n"
@@ -1711,8 +1712,10 @@ START_TEST(test_example_heap_window)
 			  live <= 1 && live == allocations - frees &&
 			  live_bytes == 64 * live,
 		  run, "the window is not heap-pairs' malloc(64)/free pairs");
-	char *report = tu_read_file(temp_path("heap.txt"));
-	char *svg = tu_read_file(temp_path("heap-live.svg"));
+	char *report_path = temp_path("heap.txt");
+	char *svg_path = temp_path("heap-live.svg");
+	char *report = tu_read_file(report_path);
+	char *svg = tu_read_file(svg_path);
 	CHECK_RUN(report && strstr(report, "pairs_leaf") != NULL, run,
 		  "heap.txt does not name pairs_leaf");
 	CHECK_RUN(svg && strstr(svg, "<svg") != NULL, run,
@@ -1720,6 +1723,8 @@ START_TEST(test_example_heap_window)
 	expect_untouched(pairs);
 	free(report);
 	free(svg);
+	free(report_path);
+	free(svg_path);
 }
 END_TEST
 
