@@ -67,6 +67,15 @@ void parse_options(int argc, char **argv, struct options *o);
  * --min-samples); no warn callback.  */
 struct cp_format_options attach_format_options(const struct options *o);
 
+struct cp_heap;
+struct cp_profile;
+
+/* Fill PROFILE from HEAP: every site that allocated, each with its four
+ * values (pprof writes them all), the count weighing the value of
+ * --heap-metric.  Returns 0 or -CP_E_NOMEM.  */
+int attach_heap_profile(const struct options *o, const struct cp_heap *heap,
+			struct cp_profile *profile);
+
 /* ---------------------------------------------------- what it says */
 
 struct cp_sampler_stats;

@@ -161,6 +161,21 @@ struct cp_format_options attach_format_options(const struct options *o)
 	return fo;
 }
 
+int attach_heap_profile(const struct options *o, const struct cp_heap *heap,
+			struct cp_profile *profile)
+{
+	/* the index of each metric's value among the four */
+	static const size_t metric_value[] = {
+		[CP_HEAP_LIVE_BYTES] = 3, [CP_HEAP_ALLOC_BYTES] = 1,
+		[CP_HEAP_LIVE_COUNT] = 2, [CP_HEAP_ALLOC_COUNT] = 0,
+	};
+	int rc = cp_heap_fill_profile(heap, profile, CP_HEAP_ALLOC_COUNT);
+	if (rc == 0)
+		cp_profile_set_heap_types(profile,
+					  metric_value[o->heap_metric]);
+	return rc;
+}
+
 void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,

@@ -94,14 +94,9 @@ __attribute__((weak)) int console_run(struct script *s)
 	return run_stdin(s, true);
 }
 
-/* -ex COMMAND as a reader of one line (a block opened on it has no
- * more lines: an error, as in gdb).  */
-struct one_reader {
-	struct script_reader r;
-	bool given;
-};
-
-static char *one_next(void *arg, const char *prompt)
+/* -ex COMMAND: a line with no more after it (a block opened on it is an
+ * error, as in gdb).  */
+static char *no_more(void *arg, const char *prompt)
 {
 	(void)arg;
 	(void)prompt;
@@ -139,12 +134,10 @@ int run_script(const struct options *o, struct cp_session *session)
 		} else if (it->kind == 'x') {
 			status = script_run_file(s, it->text);
 		} else {
-			struct one_reader one = {
-				.r = {.next = one_next, .name = "-ex",
-				      .line = ++nex},
-			};
-			one.r.arg = &one;
-			status = script_exec(s, it->text, &one.r);
+			struct script_reader one = {.next = no_more,
+						    .name = "-ex",
+						    .line = ++nex};
+			status = script_exec(s, it->text, &one);
 		}
 		if (status != 0)
 			break;

@@ -75,13 +75,6 @@ bool ignored_at_start[NSIG];
 #define SAME_SENDER_NS 2000000000ull
 
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* async-signal-safe */
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void say_now(const char *text)
 {
 	/* From a signal handler: write(2) only.  */
@@ -107,7 +100,7 @@ void on_stop_signal(int sig, siginfo_t *info, void *context)
 {
 	(void)context;
 	int saved_errno = errno;
-	uint64_t now = monotonic_ns();
+	uint64_t now = cli_now_ns();
 	/* A copy passed on by the visible process names the sender it had. */
 	pid_t sender = info && info->si_code <= 0 ? info->si_pid : 0;
 	bool passed_on = info && info->si_code == SI_QUEUE &&
@@ -251,7 +244,7 @@ void start_holder(void)
 	 * have died before the request took effect: then stop at once.  */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() != visible_pid) {
-		first_stop_ns = monotonic_ns();
+		first_stop_ns = cli_now_ns();
 		stop_requested = 1;
 	}
 }

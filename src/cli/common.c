@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 const char *cli_program = "cprof";
 const char *cli_help_command;
@@ -70,4 +71,11 @@ bool parse_duration_text(const char *text, double *seconds)
 		return false;
 	*seconds = v;
 	return true;
+}
+
+uint64_t cli_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

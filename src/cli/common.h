@@ -6,6 +6,7 @@
 #define CPROF_CLI_COMMON_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* The documented exit codes of both programs.  */
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -33,6 +34,9 @@ long parse_long(const char *text, const char *what, long lo, long hi);
 
 /* Does TEXT end with SUFFIX (ignoring case), with something before it? */
 bool ends_with(const char *text, const char *suffix);
+
+/* CLOCK_MONOTONIC now, in ns (async-signal-safe: clock_gettime).  */
+uint64_t cli_now_ns(void);
 
 /* A duration: a decimal number of seconds, or one with a unit: 500ms,
  * 2s, 1m (also min, h).  Returns true and *SECONDS (>= 0).  */

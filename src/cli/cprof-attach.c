@@ -25,17 +25,10 @@
 #include "attach.h"
 #include "top.h"
 
-static uint64_t monotonic_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The end of a run of O->duration from now, 0 when open-ended.  */
 static uint64_t deadline(const struct options *o)
 {
-	return o->duration > 0 ? monotonic_now() + (uint64_t)(o->duration * 1e9)
+	return o->duration > 0 ? cli_now_ns() + (uint64_t)(o->duration * 1e9)
 			       : 0;
 }
 
@@ -181,19 +174,12 @@ static int run_heap(const struct options *o, struct cp_session *session,
 		message("process %d called execve: heap tracing stopped there",
 			(int)pid);
 	set_command(meta, argc, argv);
-	/* Every site that allocated, each with its four values (pprof
-	 * writes them all); the count weighs the value of the metric.  */
-	static const size_t metric_value[] = {
-		[CP_HEAP_LIVE_BYTES] = 3, [CP_HEAP_ALLOC_BYTES] = 1,
-		[CP_HEAP_LIVE_COUNT] = 2, [CP_HEAP_ALLOC_COUNT] = 0,
-	};
-	rc = cp_heap_fill_profile(heap, profile, CP_HEAP_ALLOC_COUNT);
+	rc = attach_heap_profile(o, heap, profile);
 	if (rc < 0) {
 		message("cannot write the heap profile: %s", cp_strerror(rc));
 		cp_output_abort(out);
 		return EXIT_RUNTIME;
 	}
-	cp_profile_set_heap_types(profile, metric_value[o->heap_metric]);
 	struct cp_format_input in = {
 		.kind = CP_FORMAT_HEAP, .profile = profile, .heap = s,
 	};

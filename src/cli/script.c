@@ -257,8 +257,6 @@ int var_set(struct script *s, const char *name, const struct value *v)
 	return 0;
 }
 
-/* A user variable's value (void when unset), copied into OUT.  */
-int var_user(struct script *s, const char *name, struct value *out);
 int var_user(struct script *s, const char *name, struct value *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -286,8 +284,8 @@ void body_free(struct body *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static int body_add(struct script *s, struct body *b, const char *line,
-		    unsigned lineno)
+int body_add(struct script *s, struct body *b, const char *line,
+	     unsigned lineno)
 {
 	if (b->n == b->cap) {
 		size_t cap = b->cap ? 2 * b->cap : 8;
@@ -305,6 +303,17 @@ static int body_add(struct script *s, struct body *b, const char *line,
 	if (!b->lines[b->n])
 		return script_error(s, "out of memory");
 	b->linenos[b->n++] = lineno;
+	return 0;
+}
+
+int body_copy(struct script *s, struct body *dst, const struct body *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (src->file && !(dst->file = strdup(src->file)))
+		return script_error(s, "out of memory");
+	for (size_t i = 0; i < src->n; i++)
+		if (body_add(s, dst, src->lines[i], src->linenos[i]) < 0)
+			return -1;
 	return 0;
 }
 
@@ -903,8 +912,6 @@ int script_run(struct script *s, struct script_reader *r)
 		return s->quit_status;
 	return status;
 }
-
-int script_source(struct script *s, const char *path);
 
 int script_run_file(struct script *s, const char *path)
 {

@@ -27,13 +27,6 @@
 #define HAVE_TOP 1
 #endif
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static const struct options *opts(struct script *s)
 {
 	return s->cfg.options;
@@ -286,7 +279,7 @@ static int info_inferior(struct script *s)
 	bool exited = attached && cp_session_target_exited(s->session);
 	const char *state = !attached ? "none" : exited ? "exited" : "running";
 	uint64_t at = cp_session_attached_ns(s->session);
-	uint64_t since = at && attached ? now_ns() - at : 0;
+	uint64_t since = at && attached ? cli_now_ns() - at : 0;
 	double secs = (double)since / 1e9;
 	const struct cp_profile *p = cp_session_profile(s->session);
 	uint64_t samples = p ? cp_profile_total(p) : 0;
@@ -472,8 +465,7 @@ static int sample_args(struct script *s, char *args, struct sample_args *a,
 
 static bool sampling_on(struct script *s)
 {
-	return cp_session_sample_stats(s->session) &&
-	       strcmp(s->last_sample_what, "on") == 0;
+	return s->sampling;
 }
 
 /* Sampling or heap tracing ended: say what the window held.  */
@@ -498,7 +490,7 @@ static void say_window(struct script *s, const struct cp_sampler_stats *st)
 static int stop_sampling(struct script *s)
 {
 	int rc = cp_session_sample_stop(s->session);
-	snprintf(s->last_sample_what, sizeof(s->last_sample_what), "off");
+	s->sampling = false;
 	s->last = LAST_SAMPLES;
 	struct cp_sampler_stats st = *cp_session_sample_stats(s->session);
 	if (rc < 0)
@@ -512,14 +504,14 @@ static int stop_sampling(struct script *s)
 static int drive(struct script *s, uint64_t until_ns)
 {
 	while (!s->done) {
-		if (now_ns() >= until_ns)
+		if (cli_now_ns() >= until_ns)
 			return 0;
 		if (s->cfg.interrupt && *s->cfg.interrupt)
 			return script_error(s, "interrupted");
 		if (!cp_session_attached(s->session) ||
 		    cp_session_target_exited(s->session)) {
 			/* nothing to serve: just the time */
-			uint64_t left = until_ns - now_ns();
+			uint64_t left = until_ns - cli_now_ns();
 			struct timespec ts = {(time_t)(left / 1000000000u),
 					      (long)(left % 1000000000u)};
 			if (nanosleep(&ts, NULL) < 0 && errno == EINTR)
@@ -536,7 +528,7 @@ static int drive(struct script *s, uint64_t until_ns)
 
 static int run_window(struct script *s, double seconds)
 {
-	uint64_t until = now_ns() + (uint64_t)(seconds * 1e9);
+	uint64_t until = cli_now_ns() + (uint64_t)(seconds * 1e9);
 	int rc = drive(s, until);
 	/* (the target's exit stopped it already) */
 	int rc2 = sampling_on(s) ? stop_sampling(s) : 0;
@@ -609,7 +601,7 @@ static int cmd_sample(struct script *s, char *args, struct script_reader *r)
 	int rc = cp_session_sample_start(s->session, &a.so);
 	if (rc < 0)
 		return session_error(s, rc, "cannot start sampling");
-	snprintf(s->last_sample_what, sizeof(s->last_sample_what), "on");
+	s->sampling = true;
 	out_int(s, "frequency", a.so.frequency);
 	out_bool(s, "wall", a.so.wall);
 	if (a.sub) {
@@ -637,7 +629,7 @@ static int cmd_profile(struct script *s, char *args, struct script_reader *r)
 				    a.function, (int)cp_session_pid(s->session));
 	if (rc < 0)
 		return session_error(s, rc, "cannot profile the function");
-	snprintf(s->last_sample_what, sizeof(s->last_sample_what), "on");
+	s->sampling = true;
 	out_str(s, "function", a.function);
 	out_int(s, "frequency", a.so.frequency);
 	if (a.duration < 0) {
@@ -725,8 +717,6 @@ static int write_to(struct script *s, const char *path,
 	return 0;
 }
 
-static bool heap_filled;
-
 /* The heap profile of the last trace, filled once.  */
 static struct cp_profile *heap_profile(struct script *s)
 {
@@ -734,17 +724,11 @@ static struct cp_profile *heap_profile(struct script *s)
 	struct cp_profile *profile = cp_session_heap_profile(s->session);
 	if (!heap || !profile)
 		return NULL;
-	if (!heap_filled) {
+	if (!s->heap_filled) {
 		cp_session_heap_resolve(s->session);
-		static const size_t metric_value[] = {
-			[CP_HEAP_LIVE_BYTES] = 3, [CP_HEAP_ALLOC_BYTES] = 1,
-			[CP_HEAP_LIVE_COUNT] = 2, [CP_HEAP_ALLOC_COUNT] = 0,
-		};
-		if (cp_heap_fill_profile(heap, profile, CP_HEAP_ALLOC_COUNT) < 0)
+		if (attach_heap_profile(opts(s), heap, profile) < 0)
 			return NULL;
-		cp_profile_set_heap_types(profile,
-					  metric_value[opts(s)->heap_metric]);
-		heap_filled = true;
+		s->heap_filled = true;
 	}
 	return profile;
 }
@@ -986,7 +970,7 @@ static int cmd_heap(struct script *s, char *args, struct script_reader *r)
 		if (rc < 0)
 			return session_error(s, rc, "cannot start heap tracing");
 		s->heap_on = true;
-		heap_filled = false;
+		s->heap_filled = false;
 		const char *where = "";
 		size_t nbps = cp_heap_breakpoints(cp_session_heap(s->session),
 						  &where);
@@ -1297,30 +1281,10 @@ static int on_hit(struct script *s, const struct cp_session_hit *hit)
 	out_event_end(s);
 	if (!e->has_commands)
 		return 0;
-	/* Its commands, with the thread held until one does not need it.  */
-	struct body commands = e->commands; /* may be replaced meanwhile */
-	struct body copy = {0};
-	int rc = 0;
-	copy.file = commands.file ? strdup(commands.file) : NULL;
-	for (size_t i = 0; i < commands.n && rc == 0; i++) {
-		if (copy.n == copy.cap) {
-			size_t cap = copy.cap ? 2 * copy.cap : 8;
-			char **l = realloc(copy.lines, cap * sizeof(*l));
-			unsigned *ln = l ? realloc(copy.linenos,
-						   cap * sizeof(*ln))
-					 : NULL;
-			if (l)
-				copy.lines = l;
-			if (!l || !ln) {
-				rc = script_error(s, "out of memory");
-				break;
-			}
-			copy.linenos = ln;
-			copy.cap = cap;
-		}
-		copy.lines[copy.n] = strdup(commands.lines[i]);
-		copy.linenos[copy.n++] = commands.linenos[i];
-	}
+	/* Its commands (a copy: they may replace themselves), with the
+	 * thread held until one does not need it.  */
+	struct body copy;
+	int rc = body_copy(s, &copy, &e->commands);
 	bool was_in = s->in_commands;
 	s->in_commands = true;
 	s->resume_wait = false;
@@ -1420,7 +1384,7 @@ bool script_idle(struct script *s, unsigned ms)
 	unsigned saved_line = s->line;
 	s->file = NULL;
 	snprintf(s->command, sizeof(s->command), "(idle)");
-	if (script_wait(s, now_ns() + (uint64_t)ms * 1000000u, NULL) < 0 &&
+	if (script_wait(s, cli_now_ns() + (uint64_t)ms * 1000000u, NULL) < 0 &&
 	    s->error_set) {
 		fflush(stdout);
 		message("%s", s->error);
@@ -1448,7 +1412,7 @@ static int cmd_wait(struct script *s, char *args, struct script_reader *r)
 	}
 	if (need_target(s) < 0)
 		return -1;
-	uint64_t until = secs > 0 ? now_ns() + (uint64_t)(secs * 1e9) : 0;
+	uint64_t until = secs > 0 ? cli_now_ns() + (uint64_t)(secs * 1e9) : 0;
 	return script_wait(s, until, "wait");
 }
 
@@ -1471,7 +1435,7 @@ static int cmd_sleep(struct script *s, char *args, struct script_reader *r)
 		return script_error(s, "usage: sleep DURATION");
 	if (duration_arg(s, argv[0], &secs) < 0)
 		return -1;
-	return drive(s, now_ns() + (uint64_t)(secs * 1e9));
+	return drive(s, cli_now_ns() + (uint64_t)(secs * 1e9));
 }
 
 /* ------------------------------------------------------------ control */
@@ -1643,7 +1607,6 @@ static char *file_next(void *arg, const char *prompt)
 	return fr->line;
 }
 
-int script_source(struct script *s, const char *path);
 int script_source(struct script *s, const char *path)
 {
 	struct file_reader fr = {.r = {.next = file_next, .name = path}};

@@ -8,14 +8,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "arch/x86_64/regs.h"
+#include "common.h"
 #include "cprof/profile.h"
 #include "cprof/session.h"
 #include "script_int.h"
-
-int var_user(struct script *s, const char *name, struct value *out);
 
 struct parser {
 	struct script *s;
@@ -106,10 +104,7 @@ int var_get(struct script *s, const char *name, struct value *out)
 	}
 	if (strcmp(name, "_overhead") == 0) {
 		uint64_t at = cp_session_attached_ns(s->session);
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t now = (uint64_t)ts.tv_sec * 1000000000u +
-			       (uint64_t)ts.tv_nsec;
+		uint64_t now = cli_now_ns();
 		uint64_t wall = at && now > at ? now - at : 0;
 		uint64_t cpu = cp_session_cpu_ns(s->session);
 		memset(out, 0, sizeof(*out));

@@ -43,6 +43,10 @@ int script_format(struct script *s, const char *args, char **out);
  * Returns 0 (V_VOID when it has none) or -1 with the error set.  */
 int var_get(struct script *s, const char *name, struct value *out);
 
+/* User variable $NAME's value (V_VOID when unset), copied into OUT.
+ * Returns 0 or -1.  */
+int var_user(struct script *s, const char *name, struct value *out);
+
 /* Set user variable $NAME to V (copied).  Returns 0 or -1.  */
 int var_set(struct script *s, const char *name, const struct value *v);
 
@@ -57,6 +61,13 @@ struct body {
 };
 
 void body_free(struct body *b);
+
+/* Append LINE (from line LINENO of its file) to B.  Returns 0 or -1. */
+int body_add(struct script *s, struct body *b, const char *line,
+	     unsigned lineno);
+
+/* A copy of SRC into DST (empty).  Returns 0 or -1.  */
+int body_copy(struct script *s, struct body *dst, const struct body *src);
 
 /* ------------------------------------------------- breakpoints' side */
 
@@ -121,7 +132,8 @@ struct script {
 	int64_t exitcode;       /* $_exitcode; INT64_MIN: void */
 	int exitsignal;         /* $_exitsignal; 0: void */
 	char *program;          /* file PROG */
-	char last_sample_what[32];
+	bool sampling;           /* sample start or profile is on */
+	bool heap_filled;        /* the last heap trace's profile is made */
 	enum last_data last;    /* what `write` writes by default */
 	pid_t sample_tids[64];  /* sample -t TID...: the threads sampled */
 	size_t nsample_tids;
@@ -169,6 +181,10 @@ int run_body(struct script *s, const struct body *body);
  * ELSE_ENDS, *AT_ELSE set then) into B.  Returns 0 or -1.  */
 int read_block(struct script *s, struct script_reader *r, const char *what,
 	       struct body *b, bool else_ends, bool *at_else);
+
+/* Run the commands of file PATH ("-": standard input) as source
+ * does.  Returns 0 or -1 with the error set.  */
+int script_source(struct script *s, const char *path);
 
 /* Run one line.  Returns 0 or -1 (the error said).  */
 int exec_line(struct script *s, const char *line, struct script_reader *r);

@@ -42,20 +42,13 @@
 /* How long a sampling step lasts at most: the delay of a key press.  */
 #define STEP_NS 100000000ull
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Take the interval sampled since the last take and fold it in.  */
 static int take_window(struct top *top)
 {
 	struct cp_profile *window = cp_session_take_profile(top->session);
 	if (!window)
 		return -CP_E_NOMEM;
-	uint64_t now = now_ns();
+	uint64_t now = cli_now_ns();
 	int rc = top_add_window(top, window,
 				(double)(now - top->window_start_ns) / 1e9);
 	cp_profile_free(window);
@@ -120,7 +113,7 @@ static const char *const help_text[] = {
 static void draw(struct top *top)
 {
 	erase();
-	uint64_t now = now_ns();
+	uint64_t now = cli_now_ns();
 	double elapsed = (double)(now - top->start_ns) / 1e9;
 	const struct cp_sampler_stats *s = &top->stats;
 	double taken = s->ticks_scheduled
@@ -499,7 +492,7 @@ static int suspend(struct top *top)
 		timeout(200);
 		rc = top_resume(top);
 	}
-	top->window_start_ns = now_ns();
+	top->window_start_ns = cli_now_ns();
 	clearok(curscr, TRUE);
 	draw(top);
 	return rc;
@@ -525,7 +518,7 @@ static int view(struct top *top)
 			if (rc < 0)
 				return rc;
 		}
-		uint64_t now = now_ns();
+		uint64_t now = cli_now_ns();
 		if (!top->exited) {
 			uint64_t until = now + STEP_NS;
 			if (next_refresh < until)
@@ -535,7 +528,7 @@ static int view(struct top *top)
 			enum cp_session_end end = CP_SESSION_DEADLINE;
 			int rc = cp_session_sample_run(top->session, until,
 						       c->stop, &end);
-			now = now_ns();
+			now = cli_now_ns();
 			bool refresh = rc == 0 && (end == CP_SESSION_EXITED ||
 						   now >= next_refresh);
 			if (refresh)
@@ -621,7 +614,7 @@ int top_run(struct cp_session *session, const struct top_config *config)
 		snprintf(top.target, sizeof(top.target), "%.*s",
 			 (int)(len - (size_t)(base - command)), base);
 	}
-	top.start_ns = top.window_start_ns = now_ns();
+	top.start_ns = top.window_start_ns = cli_now_ns();
 	SCREEN *screen = take_terminal();
 	if (!screen) {
 		cp_session_sample_stop(session);
