@@ -146,9 +146,10 @@ int cp_target_poll(struct cp_target *target);
 typedef void (*cp_target_on_stop)(void *arg, pid_t tid);
 
 /* Like cp_target_poll, but hand each thread that reports our stop to
- * ON_STOP, and keep polling for up to SPIN_US microseconds while
- * interrupts of ours are outstanding (sleeping in the kernel would add our
- * wake-up latency to the time a thread is held).  */
+ * ON_STOP, and keep waiting for up to SPIN_US microseconds while
+ * interrupts of ours are outstanding: asleep in sigtimedwait for the
+ * SIGCHLD a stop raises, so with SPIN_US > 0 the calling thread must
+ * have SIGCHLD blocked (else each wait lasts the whole budget).  */
 int cp_target_serve(struct cp_target *target, unsigned spin_us,
 		    cp_target_on_stop on_stop, void *arg);
 
