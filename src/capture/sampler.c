@@ -818,9 +818,11 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 		if (ready <= 0)
 			continue;
 		if (fds[1].revents & POLLIN) {
+			/* SIGCHLD is the only signal of the descriptor and
+			 * is never queued twice: one read takes it.  */
 			struct signalfd_siginfo info[8];
-			while (read(r->sig_fd, info, sizeof(info)) > 0)
-				;
+			ssize_t got = read(r->sig_fd, info, sizeof(info));
+			(void)got;
 			r->events = true;
 		}
 		uint64_t expirations = 0;

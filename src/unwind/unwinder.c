@@ -410,11 +410,17 @@ int cp_unwinder_new_in(struct cp_addrspace *space, struct cp_unwinder **out)
 		return -CP_E_NOMEM;
 	}
 	/* Remember the unwind rules of each pc seen: a hit skips the unwind
-	 * table search and the CFI parsing.  (libunwind 1.6 guards this cache
-	 * with two sigprocmask calls per frame; measured against
-	 * UNW_CACHE_NONE, which parses every frame's FDE again, the total
-	 * tracer CPU time is about the same, and the cache wins on deep
-	 * stacks.)  */
+	 * table search and the CFI parsing.  libunwind (1.6 to 1.8) guards
+	 * this cache with a lock taken with every signal masked: two
+	 * rt_sigprocmask calls per frame.  Nothing it offers avoids them:
+	 * UNW_CACHE_PER_THREAD is turned into UNW_CACHE_GLOBAL by
+	 * unw_set_caching_policy (HAVE___THREAD is defined by no configure
+	 * script; Debian's 1.6.2 disassembles to the same), and
+	 * UNW_CACHE_NONE parses each frame's FDE into a dwarf_cie_info taken
+	 * from and given back to its mempool, whose lock masks signals too:
+	 * four calls per frame (measured, issue 15).  A frame with no system
+	 * call needs a rule cache of our own, keyed by pc, in front of
+	 * libunwind.  */
 	unw_set_caching_policy(uw->as, UNW_CACHE_GLOBAL);
 	unw_set_cache_size(uw->as, 4096, 0);
 	unw_set_caching_policy(uw->as_ptrace, UNW_CACHE_GLOBAL);
