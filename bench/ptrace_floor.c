@@ -1,6 +1,6 @@
 /* ptrace_floor: the cheapest possible sample on this machine.
  *
- *   ptrace_floor TID [COUNT [GAP_US]]
+ *   ptrace_floor TID [COUNT [GAP_US [getregs]]]
  *
  * Seizes one running thread and COUNT times (default 2000) stops it with
  * PTRACE_INTERRUPT, collects the stop with waitpid(__WALL) and resumes it
@@ -9,8 +9,14 @@
  * any ptrace sampler's "target stopped per sample" time, measured the same
  * way (from before the interrupt to after the resume).
  *
- * stdout: "round_trip_us median X p99 Y count N" and
- *         "stop_latency_us median X p99 Y" (interrupt to stop collected).
+ * With "getregs", each round trip also reads the registers
+ * (PTRACE_GETREGS) while the thread is held, as every sampler must.
+ *
+ * stdout: "round_trip_us median X p99 Y count N",
+ *         "stop_latency_us median X p99 Y" (interrupt to stop collected),
+ *         "cpu_us_per_round_trip X csw_per_round_trip Y": this program's
+ *         own CPU time (user + system, getrusage) and context switches per
+ *         round trip, sleeps included: the floor of a sampler's own cost.
  * Exit 0, 1 on a ptrace failure, 2 on a usage error.  */
 #include <errno.h>
 #include <signal.h>
@@ -19,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/user.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -76,13 +84,16 @@ static int wait_interrupt_stop(pid_t tid)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || argc > 4) {
-		fprintf(stderr, "Usage: ptrace_floor TID [COUNT [GAP_US]]\n");
+	if (argc < 2 || argc > 5) {
+		fprintf(stderr, "Usage: ptrace_floor TID [COUNT [GAP_US [getregs]]]\n");
 		return 2;
 	}
 	pid_t tid = (pid_t)atol(argv[1]);
 	long count = argc > 2 ? atol(argv[2]) : 2000;
 	long gap_us = argc > 3 ? atol(argv[3]) : 1000;
+	int getregs = argc > 4 && strcmp(argv[4], "getregs") == 0;
+	struct user_regs_struct regs;
+	struct rusage ru0, ru1;
 	if (tid <= 0 || count <= 0 || gap_us < 0) {
 		fprintf(stderr, "ptrace_floor: bad arguments\n");
 		return 2;
@@ -100,12 +111,15 @@ int main(int argc, char **argv)
 	}
 	const struct timespec gap = { gap_us / 1000000, (gap_us % 1000000) * 1000 };
 	long done = 0;
+	getrusage(RUSAGE_SELF, &ru0);
 	for (; done < count; done++) {
 		uint64_t t0 = now_ns();
 		if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0 ||
 		    wait_interrupt_stop(tid) < 0)
 			break;
 		uint64_t t1 = now_ns();
+		if (getregs && ptrace(PTRACE_GETREGS, tid, NULL, &regs) < 0)
+			break;
 		if (ptrace(PTRACE_CONT, tid, NULL, NULL) < 0)
 			break;
 		uint64_t t2 = now_ns();
@@ -113,6 +127,7 @@ int main(int argc, char **argv)
 		stop_latency[done] = t1 - t0;
 		nanosleep(&gap, NULL);
 	}
+	getrusage(RUSAGE_SELF, &ru1);
 	/* Leave the target as it was: stop it once more and detach (a seized
 	 * thread can only be detached while stopped).  */
 	if (done == count && ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0 &&
@@ -131,6 +146,13 @@ int main(int argc, char **argv)
 	printf("stop_latency_us median %.1f p99 %.1f\n",
 	       quantile_us(stop_latency, (size_t)count, 0.5),
 	       quantile_us(stop_latency, (size_t)count, 0.99));
+	double cpu_us = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
+				 ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e6 +
+			(double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
+				 ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec);
+	long csw = ru1.ru_nvcsw - ru0.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nivcsw;
+	printf("cpu_us_per_round_trip %.2f csw_per_round_trip %.2f\n",
+	       cpu_us / (double)count, (double)csw / (double)count);
 	free(round_trip);
 	free(stop_latency);
 	return 0;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cprof/error.h"
@@ -147,6 +148,17 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 			(double)cp_hist_quantile(&s->stopped, 0.5) / 1000.0,
 			(double)cp_hist_quantile(&s->stopped, 0.99) / 1000.0,
 			share);
+	}
+	if (o->verbose && s->stopped.count) {
+		/* Our own cost, start-up and symbolization included: what a
+		 * user pays per stop (issue 15's goal 1).  */
+		struct rusage ru;
+		getrusage(RUSAGE_SELF, &ru);
+		double cpu_us = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+				(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+		message("%" PRIu64 " stops; our CPU %.1f us and %.2f context switches per stop",
+			s->stopped.count, cpu_us / (double)s->stopped.count,
+			(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)s->stopped.count);
 	}
 	if (o->verbose && !o->wall)
 		message("%" PRIu64 " ticks found a thread runnable but not "
