@@ -20,6 +20,8 @@ for err in glob.glob(out + "/runs/*.err"):
         r["samples"], r["missed"], r["ticks"] = float(m.group(1)), float(m.group(2)), float(m.group(3))
     m = re.search(r"stopped per sample: median ([0-9.]+) us", text)
     r["stopped"] = float(m.group(1)) if m else float("nan")
+    m = re.search(r"stop latency .*?: median ([0-9.]+) us", text)
+    r["latency"] = float(m.group(1)) if m else float("nan")
     m = re.search(r"(\d+) ticks found a thread runnable but not run", text)
     r["waiting"] = float(m.group(1)) if m else 0.0
     m = re.search(r"(\d+) stops; our CPU", text)
@@ -51,7 +53,7 @@ order = ["wait4", "ppoll", "ptrace", "read", "pread64", "rt_sigprocmask",
          "clock_nanosleep", "write"]
 kinds = [k for k in order if k in kinds] + [k for k in kinds if k not in order]
 print("per stop (cpu_us, csw, sysc, kinds) and per tick taken, medians of reps (ticks taken% = 1 - missed/scheduled)")
-hdr = ["cfg", "build", "n", "stops", "taken%", "stop_us", "cpu_us", "cpu_us/tick", "sysc/tick", "csw", "sysc"] + kinds + ["other", "load"]
+hdr = ["cfg", "build", "n", "stops", "taken%", "stop_us", "lat_us", "cpu_us", "cpu_us/tick", "sysc/tick", "csw", "sysc"] + kinds + ["other", "load"]
 print("\t".join(hdr))
 cfgs = []
 for (cfg, build) in groups:
@@ -63,6 +65,7 @@ for (cfg, build), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1
     taken = med([100.0 * (1 - r["missed"] / r["ticks"]) if r["ticks"] else float("nan") for r in rs])
     vals = [cfg, build, str(len(rs)), "%.0f" % med([r["stops"] for r in rs]), "%.1f" % taken,
             "%.1f" % med([r["stopped"] for r in rs]),
+            "%.1f" % med([r["latency"] for r in rs]),
             "%.1f" % med([r["ev"].get("task-clock", 0) * 1000 / max(1, r["stops"]) for r in rs]),
             "%.1f" % med([r["ev"].get("task-clock", 0) * 1000 / max(1, r["ticks"] - r["missed"]) if r["ticks"] else float("nan") for r in rs]),
             "%.1f" % med([r["ev"].get("raw_syscalls:sys_enter", 0) / max(1, r["ticks"] - r["missed"]) if r["ticks"] else float("nan") for r in rs]),

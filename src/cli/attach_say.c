@@ -159,6 +159,9 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 		message("%" PRIu64 " stops; our CPU %.1f us and %.2f context switches per stop",
 			s->stopped.count, cpu_us / (double)s->stopped.count,
 			(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)s->stopped.count);
+		message("stop latency (interrupt to stop collected): median %.1f us, p99 %.1f us",
+			(double)cp_hist_quantile(&s->stop_latency, 0.5) / 1000.0,
+			(double)cp_hist_quantile(&s->stop_latency, 0.99) / 1000.0);
 	}
 	if (o->verbose && !o->wall)
 		message("%" PRIu64 " ticks found a thread runnable but not "
