@@ -7,6 +7,7 @@
 # bench's ptrace_floor (interrupt + wait + getregs + cont, its own CPU per
 # round trip) runs on one busy thread of the same target.
 # Configurations (CONFIGS, default all): c999 c99 (chain-O0, CPU mode),
+# d30 (bench/workload.c, 1 thread at depth 30, 999 Hz),
 # m999 (8 busy + 64 sleeping, CPU mode), w99 (same, --wall), b1 b2 b8
 # (N busy threads at 999 Hz), w64 w256 (--wall at 99 Hz, 8 busy + N-8
 # sleeping).  Output: one line per run in $OUT/runs.tsv, medians on stdout.
@@ -17,7 +18,7 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPS=${REPS:-3}
 SECS=${SECONDS_:-3}
 OUT=${OUT:-/tmp/f15.out}
-CONFIGS=${CONFIGS:-c999 c99 m999 w99 b1 b2 b8 w64 w256}
+CONFIGS=${CONFIGS:-c999 c99 d30 m999 w99 b1 b2 b8 w64 w256}
 mkdir -p "$OUT"
 FIRST=${FIX:-${1#*=}}
 FIRST=${FIRST%/}
@@ -26,6 +27,8 @@ FLOOR=$FIRST/bench/ptrace_floor
 mkdir -p "$FIRST/bench"
 gcc -std=gnu11 -D_GNU_SOURCE -O2 -g -fno-omit-frame-pointer -pthread "$SRC/mixthreads.c" -o "$MIX" || exit 1
 gcc -std=gnu11 -D_GNU_SOURCE -O2 -g "$SRC/ptrace_floor.c" -o "$FLOOR" || exit 1
+WORKLOAD=$FIRST/bench/workload-O2
+gcc -std=gnu11 -O2 -g -fomit-frame-pointer -fasynchronous-unwind-tables -pthread "$SRC/workload.c" -o "$WORKLOAD" || exit 1
 CHAIN=$FIRST/fixtures/chain-O0
 KINDS=(wait4 ppoll ptrace read pread64 rt_sigprocmask process_vm_readv rt_sigtimedwait openat close futex clock_nanosleep write)
 EV=task-clock,context-switches,raw_syscalls:sys_enter
@@ -35,6 +38,7 @@ start_target() { # config -> sets TPID, BUSYTID, ARGS
 	local cfg=$1
 	case $cfg in
 	c999|c99) "$CHAIN" 3600 >"$OUT/ready" & ;;
+	d30) "$WORKLOAD" --forever --threads 1 --depth 30 >"$OUT/ready" & ;;
 	m999|w99) "$MIX" 8 64 >"$OUT/ready" & ;;
 	b1) "$MIX" 1 0 >"$OUT/ready" & ;;
 	b2) "$MIX" 2 0 >"$OUT/ready" & ;;
@@ -47,7 +51,7 @@ start_target() { # config -> sets TPID, BUSYTID, ARGS
 	# A busy thread: the one with the most CPU time.
 	BUSYTID=$(for t in /proc/$TPID/task/*; do echo "$(awk '{print $14+$15}' "$t/stat") ${t##*/}"; done | sort -n | tail -1 | cut -d' ' -f2)
 	case $cfg in
-	c999|m999|b1|b2|b8) ARGS=(-F 999) ;;
+	c999|m999|b1|b2|b8|d30) ARGS=(-F 999) ;;
 	c99) ARGS=(-F 99) ;;
 	w99|w64|w256) ARGS=(--wall -F 99) ;;
 	esac

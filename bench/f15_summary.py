@@ -26,6 +26,8 @@ for err in glob.glob(out + "/runs/*.err"):
     r["waiting"] = float(m.group(1)) if m else 0.0
     m = re.search(r"(\d+) stops; our CPU", text)
     r["stops"] = float(m.group(1)) if m else r["samples"]
+    m = re.search(r"\(([0-9.]+) us on the sampling thread\)", text)
+    r["thread_us"] = float(m.group(1)) if m else float("nan")
     ev = {}
     for line in open(tag + ".stat"):
         f = line.strip().split(",")
@@ -53,7 +55,7 @@ order = ["wait4", "ppoll", "ptrace", "read", "pread64", "rt_sigprocmask",
          "clock_nanosleep", "write"]
 kinds = [k for k in order if k in kinds] + [k for k in kinds if k not in order]
 print("per stop (cpu_us, csw, sysc, kinds) and per tick taken, medians of reps (ticks taken% = 1 - missed/scheduled)")
-hdr = ["cfg", "build", "n", "stops", "taken%", "stop_us", "lat_us", "cpu_us", "cpu_us/tick", "sysc/tick", "csw", "sysc"] + kinds + ["other", "load"]
+hdr = ["cfg", "build", "n", "stops", "taken%", "stop_us", "lat_us", "cpu_us", "thr_us", "cpu_us/tick", "sysc/tick", "csw", "sysc"] + kinds + ["other", "load"]
 print("\t".join(hdr))
 cfgs = []
 for (cfg, build) in groups:
@@ -67,6 +69,7 @@ for (cfg, build), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1
             "%.1f" % med([r["stopped"] for r in rs]),
             "%.1f" % med([r["latency"] for r in rs]),
             "%.1f" % med([r["ev"].get("task-clock", 0) * 1000 / max(1, r["stops"]) for r in rs]),
+            "%.1f" % med([r["thread_us"] for r in rs]),
             "%.1f" % med([r["ev"].get("task-clock", 0) * 1000 / max(1, r["ticks"] - r["missed"]) if r["ticks"] else float("nan") for r in rs]),
             "%.1f" % med([r["ev"].get("raw_syscalls:sys_enter", 0) / max(1, r["ticks"] - r["missed"]) if r["ticks"] else float("nan") for r in rs]),
             "%.2f" % per("context-switches"), "%.1f" % per("raw_syscalls:sys_enter")]

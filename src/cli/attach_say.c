@@ -152,12 +152,16 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 	if (o->verbose && s->stopped.count) {
 		/* Our own cost, start-up and symbolization included: what a
 		 * user pays per stop (issue 15's goal 1).  */
-		struct rusage ru;
+		struct rusage ru, th;
 		getrusage(RUSAGE_SELF, &ru);
+		getrusage(RUSAGE_THREAD, &th);
 		double cpu_us = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
 				(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-		message("%" PRIu64 " stops; our CPU %.1f us and %.2f context switches per stop",
+		double th_us = (double)(th.ru_utime.tv_sec + th.ru_stime.tv_sec) * 1e6 +
+			       (double)(th.ru_utime.tv_usec + th.ru_stime.tv_usec);
+		message("%" PRIu64 " stops; our CPU %.1f us (%.1f us on the sampling thread) and %.2f context switches per stop",
 			s->stopped.count, cpu_us / (double)s->stopped.count,
+			th_us / (double)s->stopped.count,
 			(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)s->stopped.count);
 		message("stop latency (interrupt to stop collected): median %.1f us, p99 %.1f us",
 			(double)cp_hist_quantile(&s->stop_latency, 0.5) / 1000.0,
