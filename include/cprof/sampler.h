@@ -118,6 +118,10 @@ struct cp_sampler_stats {
 	/* Per sample, from asking the thread to stop to its stop being
 	 * reported (the thread runs on meanwhile, or waits for a CPU).  */
 	struct cp_hist stop_latency;
+	/* Per tick: from its deadline to the timer read (our wake-up
+	 * latency), and the tick's own work (stops, copies, unwinds).  */
+	struct cp_hist tick_late;
+	struct cp_hist tick_work;
 	bool target_exited;
 	bool interrupted;         /* ended by *stop */
 };

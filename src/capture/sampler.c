@@ -832,7 +832,12 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 		    expirations > 0) {
 			stats->ticks_scheduled += expirations;
 			stats->ticks_missed += expirations - 1;
+			uint64_t woke = now_ns();
+			uint64_t due = r->start + stats->ticks_scheduled * r->period;
+			if (woke > due)
+				cp_hist_add(&stats->tick_late, woke - due);
 			rc = tick(r);
+			cp_hist_add(&stats->tick_work, now_ns() - woke);
 			if (rc < 0)
 				break;
 		}

@@ -163,6 +163,12 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 			s->stopped.count, cpu_us / (double)s->stopped.count,
 			th_us / (double)s->stopped.count,
 			(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)s->stopped.count);
+		message("tick: wake-up after its deadline median %.1f us, p99 %.1f us; work median %.1f us, p99 %.1f us, max %.1f us",
+			(double)cp_hist_quantile(&s->tick_late, 0.5) / 1000.0,
+			(double)cp_hist_quantile(&s->tick_late, 0.99) / 1000.0,
+			(double)cp_hist_quantile(&s->tick_work, 0.5) / 1000.0,
+			(double)cp_hist_quantile(&s->tick_work, 0.99) / 1000.0,
+			(double)s->tick_work.max_ns / 1000.0);
 		message("stop latency (interrupt to stop collected): median %.1f us, p99 %.1f us",
 			(double)cp_hist_quantile(&s->stop_latency, 0.5) / 1000.0,
 			(double)cp_hist_quantile(&s->stop_latency, 0.99) / 1000.0);
