@@ -75,7 +75,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
 			grep -q 'samples from' "$OUT/err" || { echo "run failed: $name $cfg" >&2; cat "$OUT/err" >&2; }
 		done
 		gap=1001; [[ ${ARGS[*]} == *99* && ${ARGS[*]} != *999* ]] && gap=10101
-		cnt=1000; [[ $gap == 10101 ]] && cnt=200
+		cnt=${FLOOR_COUNT:-1000}; [[ $gap == 10101 ]] && cnt=$((cnt / 5))
 		fl=$("$FLOOR" "$BUSYTID" "$cnt" "$gap" getregs 2>&1 | tr '\n' ' ')
 		echo -e "$cfg\t$rep\t$fl" >>"$OUT/floor.tsv"
 		kill "$TPID"; wait "$TPID" 2>/dev/null
