@@ -369,6 +369,16 @@ static int find_by_name(struct debug_search *d, const char *debuglink,
 	return fd;
 }
 
+/* Is there a debuginfod server to ask?  libdebuginfod asks none without
+ * DEBUGINFOD_URLS (or with it empty), but libdwfl dlopens it to learn
+ * that, with libcurl, its TLS library and libcrypto: about 7 MB of
+ * resident memory for nothing.  */
+static bool debuginfod_wanted(void)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+	return urls && urls[0];
+}
+
 int cp_modfiles_find_debuginfo(const struct cp_modfiles *mf, Dwfl_Module *mod,
 			       void **userdata, const char *modname,
 			       GElf_Addr base, const char *debuglink,
@@ -401,10 +411,9 @@ int cp_modfiles_find_debuginfo(const struct cp_modfiles *mf, Dwfl_Module *mod,
 		*debuginfo_file_name = NULL;
 		fd = find_by_name(&d, debuglink, debuginfo_file_name);
 	}
-	if (fd < 0) {
-		/* Last, debuginfod (when DEBUGINFOD_URLS is set): with no
-		 * file name, libdwfl's search by name finds nothing and goes
-		 * on to the server.  */
+	if (fd < 0 && debuginfod_wanted()) {
+		/* Last, debuginfod: with no file name, libdwfl's search by
+		 * name finds nothing and goes on to the server.  */
 		free(*debuginfo_file_name);
 		*debuginfo_file_name = NULL;
 		fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base,

@@ -45,7 +45,9 @@ int cp_modfiles_open_module(const struct cp_modfiles *mf, const char *modname,
  * directories (ours) through libdwfl, then the .gnu_debuglink DEBUGLINK
  * with CRC (or MODULE.debug when NULL) in our --debuginfo-dir directories,
  * beside the module and in its .debug/ (the target's: its rules), and
- * under /usr/lib/debug, then debuginfod through libdwfl.  A debug file
+ * under /usr/lib/debug, then debuginfod through libdwfl (only when
+ * DEBUGINFOD_URLS names a server: else libdwfl would load libdebuginfod
+ * only to learn that it asks none).  A debug file
  * that is corrupt, of another build or not allowed gets one warning.
  * MAIN (may be NULL) is the module's main file, not to be taken for its
  * debug file.  Returns a descriptor with *DEBUGINFO_FILE_NAME (the caller
