@@ -1432,6 +1432,46 @@ START_TEST(test_quiet)
 }
 END_TEST
 
+/* -v says what a stop costs us: the stops, our CPU and context switches
+ * per stop, the system calls of the sampling thread per stop (counted by
+ * the kernel, where tracefs gives the tracepoint), the ticks' timing and
+ * the stop latency.  A sampler makes at least an interrupt, a wait, a
+ * register read and a resume per stop: fewer counted calls would mean
+ * the count is not of the sampling thread.  */
+START_TEST(test_verbose_costs)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
+							 NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-v", "-F", "499",
+					  "-d", "0.5", fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	const char *line = strstr(run->err, " stops; our CPU ");
+	CHECK_RUN(line != NULL, run, profile, "-v: no line on our CPU per stop");
+	CHECK_RUN(strstr(run->err, "context switches per stop") != NULL, run,
+		  profile, "-v: no context switches per stop");
+	CHECK_RUN(strstr(run->err, "tick: wake-up after its deadline") != NULL,
+		  run, profile, "-v: no tick timing");
+	CHECK_RUN(strstr(run->err, "stop latency (interrupt to stop collected)") !=
+			  NULL,
+		  run, profile, "-v: no stop latency");
+	if (access("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id",
+		   R_OK) == 0) {
+		const char *calls = strstr(run->err, "system calls per stop, ");
+		CHECK_RUN(calls != NULL, run, profile,
+			  "-v: no system calls per stop although tracefs has raw_syscalls");
+		while (calls > run->err && calls[-1] != ' ')
+			calls--;
+		while (calls > run->err && calls[-1] != ':' && calls[-1] != '\n')
+			calls--;
+		double per_stop = strtod(calls, NULL);
+		CHECK_RUN(per_stop >= 4.0, run, profile,
+			  "-v: %.1f system calls per stop, fewer than a stop takes",
+			  per_stop);
+	}
+	tu_profile_free(profile);
+}
+END_TEST
+
 /* ---------------------------------------------------------- job control */
 
 /* CPU time a stopped target may still be charged while it is watched:
@@ -1989,6 +2029,7 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_error_output_no_process);
 	tcase_add_test(tcase, test_output_file_atomic);
 	tcase_add_test(tcase, test_quiet);
+	tcase_add_test(tcase, test_verbose_costs);
 
 	tcase = new_case(suite, "jobcontrol", 30);
 	tcase_add_loop_test(tcase, test_group_stop_survives, 0,

@@ -153,6 +153,13 @@ typedef void (*cp_target_on_stop)(void *arg, pid_t tid);
 int cp_target_serve(struct cp_target *target, unsigned spin_us,
 		    cp_target_on_stop on_stop, void *arg);
 
+/* cp_target_serve, but waiting only until WANT of our stops were handed
+ * to ON_STOP (what came meanwhile is collected all the same): a caller
+ * that interrupted more threads than there are CPUs knows the others
+ * must first get a CPU, and serves them when their SIGCHLD comes.  */
+int cp_target_serve_some(struct cp_target *target, unsigned spin_us,
+			 size_t want, cp_target_on_stop on_stop, void *arg);
+
 /* Threads asked to stop that have not reported it yet.  */
 size_t cp_target_interrupts_outstanding(const struct cp_target *target);
 
@@ -218,9 +225,9 @@ void cp_target_set_hooks(struct cp_target *target,
 			 const struct cp_target_hooks *hooks);
 
 /* Block until the next ptrace event of the target (or a signal
- * interrupts the wait) and handle it, and everything else pending.
- * Returns the number of events handled (0 after a signal), or -CP_E_GONE
- * when nothing is left to wait for.  */
+ * interrupts the wait) and handle it.  Returns the number of events
+ * handled (1, or 0 after a signal), or -CP_E_GONE when nothing is left
+ * to wait for.  */
 int cp_target_wait_event(struct cp_target *target);
 
 /* Stop every thread and hold it (new threads born meanwhile are held

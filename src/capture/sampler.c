@@ -4,10 +4,10 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,7 +99,8 @@ struct cp_sampler {
 	struct cp_sampler_stats *stats;     /* &OWN_STATS */
 	struct cp_sampler_stats own_stats;
 	int sig_fd;                  /* SIGCHLD: a tracee reported */
-	int timer_fd;                /* the ticks */
+	uint64_t next_tick;          /* CLOCK_MONOTONIC ns of the next
+				      * deadline */
 	uint64_t end;                /* the duration's end, 0: none */
 	uint64_t next_progress;
 	bool events;                 /* a tracee may have reported */
@@ -121,6 +122,7 @@ struct cp_sampler {
 	size_t naccts, accts_cap;
 	struct cp_hashidx acct_index; /* tid -> index in accts */
 	uint64_t period;              /* ns between ticks */
+	size_t cpus;                  /* CPUs the target can run on */
 	uint64_t *pcs;
 	uint32_t *locs;
 	pid_t *tids;
@@ -154,6 +156,7 @@ struct acct {
 	uint64_t cpu_ns;    /* its run time at the last reading (schedstat) */
 	int64_t credit_ns;  /* CPU time run and not yet stood for by a
 			     * sample (negative: sampled ahead) */
+	bool runnable;      /* its state was R when last read */
 };
 
 struct acct_key {
@@ -410,25 +413,25 @@ static void owe_tick(struct cp_sampler *r, pid_t tid)
 		a->owed++;
 }
 
-/* CPU mode, at a tick that finds TH runnable: should it be stopped, and
- * for how many ticks does its sample stand?  A runnable thread may be
- * waiting for a CPU rather than running: it is stopped only when it has
- * run for at least half a tick's worth of CPU time since it was last
- * stood for, and its sample weighs the CPU time it ran, in ticks (the
- * remainder is carried to its next sample), so a host short of CPUs
- * does not count run-queue time as CPU (perf's cpu-clock counts only
- * time on a CPU the same way).  Without schedstat, every tick that finds
- * it runnable counts one, as before.  Returns whether to stop it; the
- * ticks its sample stands for beyond one are then in its accounts'
- * OWED.  */
+/* CPU mode, at a tick: is TH due for a stop, and for how many ticks
+ * does its sample stand?  A runnable thread may be waiting for a CPU
+ * rather than running: it is stopped only when it has run for at least
+ * half a tick's worth of CPU time since it was last stood for, and its
+ * sample weighs the CPU time it ran, in ticks (the remainder is carried
+ * to its next sample), so a host short of CPUs does not count run-queue
+ * time as CPU (perf's cpu-clock counts only time on a CPU the same way).
+ * The run time (schedstat) is read first and the state only for a thread
+ * that has the credit for a sample: a thread that has not run is passed
+ * for one pread.  Without schedstat, every tick that finds it runnable
+ * counts one, as before.  Returns whether to stop it; the ticks its
+ * sample stands for beyond one are then in its accounts' OWED.  */
 static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 {
 	uint64_t now_cpu;
-	if (cp_target_thread_cpu_ns(r->target, th, &now_cpu) < 0)
-		return true;
-	struct acct *a = acct_of(r, th->tid, true);
-	if (!a)
-		return true;
+	struct acct *a = NULL;
+	if (cp_target_thread_cpu_ns(r->target, th, &now_cpu) < 0 ||
+	    !(a = acct_of(r, th->tid, true)))
+		return cp_target_thread_state(r->target, th) == 'R';
 	if (r->o->gate) {
 		/* The gate's clock instead: the CPU time run inside, from 0
 		 * (a thread's time before it is first seen counts too).  */
@@ -439,10 +442,12 @@ static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 			a->credit_ns = 0;
 		}
 	}
-	if (!a->cpu_known || now_cpu < a->cpu_ns) {
+	bool first = !a->cpu_known || now_cpu < a->cpu_ns;
+	bool ran = first || now_cpu != a->cpu_ns;
+	if (first) {
 		/* First seen (or a new thread under an old TID): what it ran
-		 * before is not ours to count; this tick found it runnable
-		 * and counts one, as a tick always did.  */
+		 * before is not ours to count; a tick that finds it runnable
+		 * counts one, as a tick always did.  */
 		a->cpu_known = true;
 		a->cpu_ns = now_cpu;
 		a->credit_ns = (int64_t)r->period;
@@ -451,7 +456,20 @@ static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 		a->cpu_ns = now_cpu;
 	}
 	if (a->credit_ns < (int64_t)(r->period / 2)) {
-		r->stats->ticks_waiting++;
+		if (a->runnable)
+			r->stats->ticks_waiting++;
+		return false;
+	}
+	/* Found asleep with its credit, and not run since: still asleep,
+	 * or woken and not yet on a CPU (its credit waits for either).  */
+	if (!ran && !a->runnable)
+		return false;
+	a->runnable = cp_target_thread_state(r->target, th) == 'R';
+	if (!a->runnable) {
+		/* Asleep: its credit waits for the tick that finds it
+		 * running (none was earned before it was first seen).  */
+		if (first)
+			a->credit_ns = 0;
 		return false;
 	}
 	uint64_t weight = ((uint64_t)a->credit_ns + r->period / 2) / r->period;
@@ -553,11 +571,15 @@ static int unwind_unstopped(struct cp_sampler *r, struct unstopped *u)
 	return rc;
 }
 
-/* Serve the stops that have arrived, then, with every thread running
- * again, unwind the copies: the slow part never holds the target.  */
-static int serve(struct cp_sampler *r, unsigned spin_us)
+/* Serve the stops that have arrived (COLLECT: a tracee may have
+ * reported; SPIN_US: interrupts were just sent, wait that long for their
+ * stops), then, with every thread running again, unwind the copies: the
+ * slow part never holds the target.  */
+static int serve(struct cp_sampler *r, bool collect, unsigned spin_us,
+		 size_t want)
 {
-	cp_target_serve(r->target, spin_us, on_stop, r);
+	if (collect || spin_us)
+		cp_target_serve_some(r->target, spin_us, want, on_stop, r);
 	for (size_t i = 0; i < r->nsnaps; i++) {
 		int rc = unwind_and_record(r, &r->snaps[i], r->snap_times[i]);
 		if (rc < 0)
@@ -600,17 +622,13 @@ static int tick(struct cp_sampler *r)
 		    (r->o->gate &&
 		     !r->o->gate(r->o->gate_arg, threads[i].tid, NULL, NULL)))
 			continue;
-		/* CPU mode: read the state before interrupting (afterwards it
-		 * is always "tracing stop"); a sleeping thread costs one
-		 * pread and is never stopped.  */
-		if (!r->o->wall &&
-		    (threads[i].group_stopped ||
-		     cp_target_thread_state(r->target, &threads[i]) != 'R'))
-			continue;
+		/* CPU mode: the run time and the state are read before
+		 * interrupting (afterwards the state is always "tracing
+		 * stop"); a sleeping thread costs one or two preads and is
+		 * never stopped.  A stop of ours still on its way: the CPU
+		 * time it runs meanwhile is counted at its next reading.  */
 		if (!r->o->wall) {
-			/* A stop of ours still on its way: the CPU time it
-			 * runs meanwhile is counted at its next reading.  */
-			if (threads[i].interrupting)
+			if (threads[i].group_stopped || threads[i].interrupting)
 				continue;
 			if (cpu_due(r, &threads[i]))
 				r->tids[count++] = threads[i].tid;
@@ -635,7 +653,15 @@ static int tick(struct cp_sampler *r)
 		cp_blocked_prune(r->blocked);
 	for (size_t i = 0; i < count; i++)
 		cp_target_interrupt(r->target, r->tids[i]);
-	return serve(r, count ? SPIN_US : 0);
+	/* No stop asked for: nothing to collect (a report of another kind
+	 * raises SIGCHLD, which wakes the step).  Of more threads than
+	 * there are CPUs, at most that many can be on one and stop within
+	 * microseconds; the others stop when they get a CPU, and are served
+	 * when their SIGCHLD wakes the step, not waited for here.  */
+	size_t want = count < r->cpus - 1 ? count : r->cpus - 1;
+	if (want == 0)
+		want = 1;
+	return serve(r, false, count ? SPIN_US : 0, want);
 }
 
 static void fill_live_stats(struct cp_sampler *r, uint64_t start)
@@ -677,7 +703,6 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	r->stats = &r->own_stats;
 	r->truncated_loc = UINT32_MAX;
 	r->sig_fd = -1;
-	r->timer_fd = -1;
 	r->stats->duration = o->duration;
 	int rc = -CP_E_NOMEM;
 	size_t depth = o->max_depth ? o->max_depth : 1;
@@ -695,9 +720,8 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	r->sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	rc = -CP_E_SYS;
-	if (r->sig_fd < 0 || r->timer_fd < 0)
+	if (r->sig_fd < 0)
 		goto fail;
 	/* The symbolizer thread must not take the signals a step waits
 	 * for: started with them blocked, it never unblocks them.  */
@@ -709,24 +733,24 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	if (rc < 0)
 		goto fail;
 
-	/* One periodic timer with absolute deadlines: the kernel keeps the
-	 * schedule (no drift), and the expiration count it returns tells how
-	 * many deadlines passed since we last looked — all but one of those
-	 * are missed ticks, skipped rather than made up in a burst.  */
+	/* Deadlines at fixed multiples of the period from the start (no
+	 * drift), kept by us rather than by a timerfd, whose expirations
+	 * would cost a read per tick: the step's wait ends at the next one,
+	 * and the clock read on waking tells how many passed since we last
+	 * looked — all but one of those are missed ticks, skipped rather
+	 * than made up in a burst.  */
 	r->period = 1000000000ull / (o->frequency ? o->frequency : 1);
+	cpu_set_t allowed;
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	r->cpus = online > 0 ? (size_t)online : 1;
+	if (sched_getaffinity(cp_target_pid(target), sizeof(allowed),
+			      &allowed) == 0 && CPU_COUNT(&allowed) > 0 &&
+	    (size_t)CPU_COUNT(&allowed) < r->cpus)
+		r->cpus = (size_t)CPU_COUNT(&allowed);
 	r->start = now_ns();
+	r->next_tick = r->start + r->period;
 	r->end = o->duration > 0 ? r->start + (uint64_t)(o->duration * 1e9) : 0;
 	r->next_progress = r->start + 250000000ull;
-	struct itimerspec its = {
-		.it_interval = {(time_t)(r->period / 1000000000u),
-				(long)(r->period % 1000000000u)},
-		.it_value = {(time_t)((r->start + r->period) / 1000000000u),
-			     (long)((r->start + r->period) % 1000000000u)},
-	};
-	if (timerfd_settime(r->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
-		rc = -CP_E_SYS;
-		goto fail;
-	}
 	r->events = true; /* a tracee may have reported something */
 	*out = r;
 	return 0;
@@ -762,7 +786,7 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			break;
 		}
 		if (r->events) {
-			rc = serve(r, 0);
+			rc = serve(r, true, 0, SIZE_MAX);
 			if (rc < 0)
 				break;
 			if (cp_target_take_exec(r->target)) {
@@ -799,25 +823,23 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 		/* Wait for the next tick, a tracee event, the end, or the next
 		 * progress update; SIGINT/SIGTERM/SIGHUP are unblocked only
 		 * here, atomically.  */
-		uint64_t wake = UINT64_MAX;
-		if (deadline)
+		uint64_t wake = r->next_tick;
+		if (deadline && deadline < wake)
 			wake = deadline;
 		if (o->progress && r->next_progress < wake)
 			wake = r->next_progress;
-		struct timespec timeout, *timeout_p = NULL;
-		if (wake != UINT64_MAX) {
-			uint64_t rel = wake > now ? wake - now : 0;
+		struct timespec timeout = {0, 0};
+		if (wake > now) {
+			uint64_t rel = wake - now;
 			timeout.tv_sec = (time_t)(rel / 1000000000u);
 			timeout.tv_nsec = (long)(rel % 1000000000u);
-			timeout_p = &timeout;
 		}
-		struct pollfd fds[2] = {{r->timer_fd, POLLIN, 0},
-					{r->sig_fd, POLLIN, 0}};
-		int ready = ppoll(fds, 2, timeout_p, &wait_mask);
+		struct pollfd fds[1] = {{r->sig_fd, POLLIN, 0}};
+		/* Also when a deadline has passed already (a zero timeout):
+		 * the signals that end the run get in only here.  */
+		int ready = ppoll(fds, 1, &timeout, &wait_mask);
 		r->events = false;
-		if (ready <= 0)
-			continue;
-		if (fds[1].revents & POLLIN) {
+		if (ready > 0 && (fds[0].revents & POLLIN)) {
 			/* SIGCHLD is the only signal of the descriptor and
 			 * is never queued twice: one read takes it.  */
 			struct signalfd_siginfo info[8];
@@ -825,17 +847,16 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			(void)got;
 			r->events = true;
 		}
-		uint64_t expirations = 0;
-		if ((fds[0].revents & POLLIN) &&
-		    read(r->timer_fd, &expirations, sizeof(expirations)) ==
-			    (ssize_t)sizeof(expirations) &&
-		    expirations > 0) {
+		uint64_t woke = now_ns();
+		if (woke >= r->next_tick) {
+			uint64_t expirations =
+				1 + (woke - r->next_tick) / r->period;
+			uint64_t due = r->next_tick +
+				       (expirations - 1) * r->period;
+			r->next_tick += expirations * r->period;
 			stats->ticks_scheduled += expirations;
 			stats->ticks_missed += expirations - 1;
-			uint64_t woke = now_ns();
-			uint64_t due = r->start + stats->ticks_scheduled * r->period;
-			if (woke > due)
-				cp_hist_add(&stats->tick_late, woke - due);
+			cp_hist_add(&stats->tick_late, woke - due);
 			rc = tick(r);
 			cp_hist_add(&stats->tick_work, now_ns() - woke);
 			if (rc < 0)
@@ -906,10 +927,6 @@ struct cp_profile *cp_sampler_finish(struct cp_sampler *r)
 	if (r->finished)
 		return NULL;
 	r->finished = true;
-	if (r->timer_fd >= 0) {
-		close(r->timer_fd);
-		r->timer_fd = -1;
-	}
 	/* Stops asked for at the last tick that have not come yet: take
 	 * them and let those threads go now.  The caller may keep the
 	 * target attached and sit idle (a console after sample stop), and
@@ -935,8 +952,6 @@ void cp_sampler_free(struct cp_sampler *r)
 		cp_profile_free(cp_sampler_finish(r));
 	if (r->sig_fd >= 0)
 		close(r->sig_fd);
-	if (r->timer_fd >= 0)
-		close(r->timer_fd);
 	free(r->stream);
 	free(r->snap_times);
 	for (size_t i = 0; i < r->snaps_cap; i++)

@@ -894,7 +894,14 @@ bool cp_target_take_exec(struct cp_target *target)
 int cp_target_serve(struct cp_target *target, unsigned spin_us,
 		    cp_target_on_stop on_stop, void *arg)
 {
+	return cp_target_serve_some(target, spin_us, SIZE_MAX, on_stop, arg);
+}
+
+int cp_target_serve_some(struct cp_target *target, unsigned spin_us,
+			 size_t want, cp_target_on_stop on_stop, void *arg)
+{
 	int handled = 0, status;
+	size_t ours = 0;
 	struct timespec wait_start;
 	clock_gettime(CLOCK_MONOTONIC, &wait_start);
 	/* SIGCHLD is blocked by the caller (cprof/target.h; the sampler
@@ -906,16 +913,13 @@ int cp_target_serve(struct cp_target *target, unsigned spin_us,
 	 * A SIGCHLD taken here is not seen by the caller's signalfd: every
 	 * report it announced is collected by the waitpid calls that follow
 	 * it, until one finds nothing.  */
+	/* Called right after interrupts were sent, the first waitpid would
+	 * almost always find nothing: sleep first.  Every report that came
+	 * before has its SIGCHLD pending, unless a waitpid loop that ran to
+	 * an empty answer after taking it collected the report already.  */
+	bool sleep = spin_us > 0 && interrupt_outstanding(target, -1);
 	for (;;) {
-		pid_t tid = waitpid(-1, &status, __WALL | WNOHANG);
-		if (tid < 0 && errno == EINTR)
-			continue;
-		if (tid <= 0) {
-			/* Nothing reported yet: keep waiting only while an
-			 * interrupt of ours is on its way and the budget
-			 * lasts.  */
-			if (spin_us == 0 || !interrupt_outstanding(target, -1))
-				break;
+		if (sleep) {
 			long left = (long)spin_us - elapsed_us(&wait_start);
 			if (left <= 0)
 				break;
@@ -925,11 +929,25 @@ int cp_target_serve(struct cp_target *target, unsigned spin_us,
 			struct timespec limit = {left / 1000000L,
 						 (left % 1000000L) * 1000L};
 			sigtimedwait(&chld, NULL, &limit);
+			sleep = false;
+		}
+		pid_t tid = waitpid(-1, &status, __WALL | WNOHANG);
+		if (tid < 0 && errno == EINTR)
+			continue;
+		if (tid <= 0) {
+			/* Nothing reported yet: keep waiting only while an
+			 * interrupt of ours is on its way and the budget
+			 * lasts.  */
+			if (spin_us == 0 || ours >= want ||
+			    !interrupt_outstanding(target, -1))
+				break;
+			sleep = true;
 			continue;
 		}
 		handled++;
 		if (dispatch(target, tid, status) != EV_OURS)
 			continue;
+		ours++;
 		if (on_stop)
 			on_stop(arg, tid);
 		else
@@ -1398,7 +1416,11 @@ int cp_target_wait_event(struct cp_target *t)
 	}
 	if (dispatch(t, tid, status) == EV_OURS)
 		resume(find_thread(t, tid));
-	return 1 + cp_target_poll(t);
+	/* No poll for more: the caller's next wait collects a report
+	 * already pending at once, and a poll that finds nothing (the
+	 * usual case in heap mode, one trap at a time) is a wait4 per
+	 * trap for nothing.  */
+	return 1;
 }
 
 int cp_target_set_follow_forks(struct cp_target *t, bool on)

@@ -89,6 +89,11 @@ int explain_attach_error(int rc, pid_t pid, pid_t tracer,
 /* The progress line (the sampler's progress callback).  */
 void progress(void *arg, const struct cp_sampler_stats *s);
 
+/* -v: count the system calls of the calling thread from now on, until
+ * count_syscalls_stop; summary prints them per stop.  */
+void count_syscalls_start(void);
+void count_syscalls_stop(void);
+
 /* The summary after a run that wrote PROFILE to PATH.  */
 void summary(const struct options *o, const struct cp_sampler_stats *s,
 	     const struct cp_profile *profile, const char *path);

@@ -1,11 +1,14 @@
 /* What cprof-attach says: an attach failure explained, the progress
  * line, the summary after a run.  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cprof/error.h"
@@ -111,6 +114,41 @@ void progress(void *arg, const struct cp_sampler_stats *s)
 	fflush(stderr);
 }
 
+/* -v: the system calls of the sampling thread (this one), counted by the
+ * kernel (the raw_syscalls:sys_enter tracepoint, counting only: no
+ * sample is written), so that the summary can say how many a stop costs.
+ * No count when tracefs or perf events are not available.  */
+static int syscall_counter = -1;
+
+void count_syscalls_start(void)
+{
+	int fd = open("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id",
+		      O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[32];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	struct perf_event_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_TRACEPOINT;
+	attr.config = strtoull(buf, NULL, 10);
+	attr.exclude_kernel = 0;
+	syscall_counter = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1,
+				       PERF_FLAG_FD_CLOEXEC);
+}
+
+void count_syscalls_stop(void)
+{
+	if (syscall_counter < 0)
+		return;
+	syscall(SYS_ioctl, syscall_counter, PERF_EVENT_IOC_DISABLE, 0);
+}
+
 static size_t sampled_threads(const struct cp_profile *profile)
 {
 	size_t n, count = 0;
@@ -163,6 +201,14 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 			s->stopped.count, cpu_us / (double)s->stopped.count,
 			th_us / (double)s->stopped.count,
 			(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)s->stopped.count);
+		uint64_t calls;
+		if (syscall_counter >= 0 &&
+		    read(syscall_counter, &calls, sizeof(calls)) ==
+			    (ssize_t)sizeof(calls))
+			message("%.1f system calls per stop, %.1f per sample, on the sampling thread",
+				(double)calls / (double)s->stopped.count,
+				s->samples ? (double)calls / (double)s->samples
+					   : 0.0);
 		message("tick: wake-up after its deadline median %.1f us, p99 %.1f us; work median %.1f us, p99 %.1f us, max %.1f us",
 			(double)cp_hist_quantile(&s->tick_late, 0.5) / 1000.0,
 			(double)cp_hist_quantile(&s->tick_late, 0.99) / 1000.0,

@@ -245,9 +245,12 @@ static int run_sampling(const struct options *o, struct cp_session *session,
 	rc = cp_session_sample_start(session, &so);
 	if (rc == 0 && o->verbose && cp_session_niced(session))
 		message("sampling thread at nice -10");
+	if (rc == 0 && o->verbose)
+		count_syscalls_start();
 	if (rc == 0)
 		rc = cp_session_sample_run(session, deadline(o),
 					   &stop_requested, NULL);
+	count_syscalls_stop();
 	struct cp_sampler_stats stats = *cp_session_sample_stats(session);
 	if (so.progress)
 		fputs("\r\033[K", stderr);
