@@ -118,6 +118,23 @@ uint64_t cp_symbols_generation(const struct cp_symbols *symbols);
  * re-read of the mappings, may name it.  */
 bool cp_symbols_unknown(const struct cp_symbol *sym);
 
+/* Let go of what was read for the modules not looked up in since the
+ * last call (or since they were read, on the first): libdwfl's handles
+ * on their files and debug files, their DWARF with the sections it
+ * decompressed (a distribution's libc debug file inflates to about
+ * 10 MB), their symbol tables.  The modules looked up in since are kept,
+ * until the next call.  The answers already given stay (cached, and
+ * valid until cp_symbols_free as before); a later lookup of a new address
+ * in a module let go reads its files again, by the same rules, to the
+ * same answer.  Meant to be called every so often by the thread doing
+ * the lookups.  Returns the number of modules let go.  */
+size_t cp_symbols_release(struct cp_symbols *symbols);
+
+/* *READ: the modules whose files are read now (looked up in since the
+ * last cp_symbols_release); *RELEASED: the modules let go so far.  */
+void cp_symbols_read_stats(const struct cp_symbols *symbols, size_t *read,
+			   uint64_t *released);
+
 /* Counters: distinct addresses resolved, cached hits, mapping re-reads.  */
 void cp_symbols_stats(const struct cp_symbols *symbols, uint64_t *lookups,
 		      uint64_t *hits, uint64_t *rereads);

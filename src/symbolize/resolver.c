@@ -1,17 +1,32 @@
 #include "symbolize/resolver.h"
 
+#include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/unwinder.h"
 #include "util/hashidx.h"
+
+/* How often the symbolizer thread lets go of the files and debug
+ * information of the modules it did not look anything up in since the
+ * last time (cp_symbols_release): most of its memory is the DWARF of the
+ * modules it read, libc's first (its debug file inflates to about 10 MB),
+ * and the addresses of a steady profile in most modules are all named in
+ * its first seconds (libc's: the bottom of each stack).  The interval
+ * doubles after each release that let go of something, up to the last
+ * one, so a module whose new addresses come now and then is read again
+ * less and less often.  */
+#define RELEASE_IDLE_FIRST_NS 1000000000ull
+#define RELEASE_IDLE_LAST_NS 64000000000ull
 
 /* A unit of work for the symbolizer thread.  LOCATION UINT32_MAX with
  * address 0 asks it to re-read the target's modules (after an exec).  */
@@ -55,7 +70,7 @@ struct cp_resolver {
 	/* shared, under LOCK */
 	pthread_t thread;
 	pthread_mutex_t lock;
-	pthread_cond_t wake;         /* work arrived, or quit */
+	pthread_cond_t wake;         /* work arrived, or quit (CLOCK_MONOTONIC) */
 	pthread_cond_t idle;         /* the thread emptied its queue */
 	struct job_list todo;
 	struct job_list done;
@@ -64,6 +79,8 @@ struct cp_resolver {
 	bool retry;                  /* ask the unknown addresses again */
 	size_t nunknown;             /* UNKNOWN.count, for the sampler */
 	size_t named_again;          /* unknowns since named, in all */
+	uint64_t release_ns;         /* symbolizer thread only: idle time
+				      * before cp_symbols_release */
 };
 
 static bool push(struct job_list *list, struct job job)
@@ -121,6 +138,41 @@ static void retry_unknown(struct cp_resolver *res, bool force)
 	pthread_mutex_unlock(&res->lock);
 }
 
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait on WAKE (LOCK held) until DEADLINE_NS (CLOCK_MONOTONIC; 0: for
+ * ever).  False when the deadline passed.  */
+static bool wait_wake(struct cp_resolver *res, uint64_t deadline_ns)
+{
+	if (deadline_ns == 0) {
+		pthread_cond_wait(&res->wake, &res->lock);
+		return true;
+	}
+	struct timespec until = {
+		.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+		.tv_nsec = (long)(deadline_ns % 1000000000ull),
+	};
+	return pthread_cond_timedwait(&res->wake, &res->lock, &until) !=
+	       ETIMEDOUT;
+}
+
+/* Let go of the modules not looked up in since the last call (called
+ * without LOCK), and give the memory freed back to the system (the
+ * thread's malloc arena keeps it otherwise).  */
+static void release_modules(struct cp_resolver *res)
+{
+	if (cp_symbols_release(res->symbols) == 0)
+		return;
+	malloc_trim(0);
+	if (res->release_ns < RELEASE_IDLE_LAST_NS)
+		res->release_ns *= 2;
+}
+
 static void *symbolizer_main(void *arg)
 {
 	struct cp_resolver *res = arg;
@@ -129,12 +181,31 @@ static void *symbolizer_main(void *arg)
 	setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
 	struct job_list batch = {0};
 	pthread_mutex_lock(&res->lock);
+	uint64_t release_at = 0;     /* 0: nothing read, no release due */
 	for (;;) {
+		size_t read;
+		uint64_t released;
+		cp_symbols_read_stats(res->symbols, &read, &released);
+		if (read == 0)
+			release_at = 0;
+		else if (release_at == 0)
+			release_at = monotonic_ns() + res->release_ns;
+		while (release_at != 0 && monotonic_ns() >= release_at) {
+			pthread_mutex_unlock(&res->lock);
+			release_modules(res);
+			pthread_mutex_lock(&res->lock);
+			cp_symbols_read_stats(res->symbols, &read, &released);
+			release_at = read > 0 ? monotonic_ns() + res->release_ns
+					      : 0;
+		}
 		while (res->todo.count == 0 && !res->quit && !res->retry) {
 			res->busy = false;
 			pthread_cond_broadcast(&res->idle);
-			pthread_cond_wait(&res->wake, &res->lock);
+			if (!wait_wake(res, release_at))
+				break;
 		}
+		if (res->todo.count == 0 && !res->quit && !res->retry)
+			continue;       /* the release is due */
 		if (res->todo.count == 0 && res->quit)
 			break;
 		res->busy = true;
@@ -191,8 +262,15 @@ int cp_resolver_start(struct cp_symbols *symbols, struct cp_profile *profile,
 	res->epoch = cp_addrspace_epoch(cp_symbols_addrspace(symbols));
 	res->retry_interval = 1;
 	res->ticks_to_retry = 1;
+	res->release_ns = RELEASE_IDLE_FIRST_NS;
 	pthread_mutex_init(&res->lock, NULL);
-	pthread_cond_init(&res->wake, NULL);
+	/* The release deadline is on the monotonic clock: a change of the
+	 * wall clock must not make it early or late.  */
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&res->wake, &attr);
+	pthread_condattr_destroy(&attr);
 	pthread_cond_init(&res->idle, NULL);
 	if (pthread_create(&res->thread, NULL, symbolizer_main, res) != 0) {
 		pthread_mutex_destroy(&res->lock);

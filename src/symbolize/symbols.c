@@ -76,6 +76,7 @@ struct cp_symbols {
 	uint64_t epoch;              /* cp_symbols_new_epoch() calls */
 	struct cp_symbol **retired;  /* replaced unknown answers (borrowed) */
 	size_t nretired;
+	uint64_t released;           /* modules cp_symbols_release dropped */
 };
 
 struct symtab;
@@ -125,6 +126,8 @@ struct module_data {
 	struct symtab *symtab;       /* built on first lookup */
 	bool failed;                 /* its file could not be opened */
 	bool have_file;              /* DEV and INO are the main file's */
+	bool read;                   /* looked up in: its files are read */
+	bool used;                   /* looked up in since the last release */
 	dev_t dev;
 	ino_t ino;
 };
@@ -255,6 +258,7 @@ struct old_module {
 	uint64_t low, high;
 	bool failed;
 	bool seen;                   /* reported again */
+	struct module_data *md;      /* its userdata (may be NULL) */
 };
 
 struct old_modules {
@@ -282,7 +286,7 @@ static int remember_module(Dwfl_Module *mod, void **userdata,
 	if (!copy)
 		return DWARF_CB_ABORT;
 	old->mods[old->count++] = (struct old_module){
-		copy, low, high, md && md->failed, false};
+		copy, low, high, md && md->failed, false, md};
 	return DWARF_CB_OK;
 }
 
@@ -947,6 +951,12 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 	const char *module = NULL, *module_path = NULL, *build_id = NULL;
 	uint64_t module_offset = 0, module_start = 0, module_end = 0;
 	if (mod) {
+		void **userdata;
+		dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL,
+				 NULL);
+		struct module_data *md = module_data(s, userdata);
+		if (md)
+			md->read = md->used = true;
 		Dwarf_Addr bias = 0;
 		dwfl_module_getelf(mod, &bias);
 		const char *path = dwfl_module_info(mod, NULL, NULL, NULL, NULL,
@@ -1129,6 +1139,76 @@ void cp_symbols_refresh(struct cp_symbols *s)
 	cp_hashidx_free(&s->index);
 	s->rereads++;
 	report(s);
+}
+
+size_t cp_symbols_release(struct cp_symbols *s)
+{
+	struct old_modules all = {0};
+	if (dwfl_getmodules(s->dwfl, remember_module, &all, 0) != 0) {
+		/* Out of memory: keep everything.  */
+		for (size_t j = 0; j < all.count; j++)
+			free(all.mods[j].name);
+		free(all.mods);
+		return 0;
+	}
+	size_t nreleased = 0;
+	for (size_t j = 0; j < all.count; j++) {
+		struct module_data *md = all.mods[j].md;
+		/* Kept: the modules in use; given up: the others.  */
+		if (md && !md->used && md->read) {
+			nreleased++;
+			continue;
+		}
+		if (md)
+			md->used = false;
+		all.mods[j].md = NULL;  /* reported as it is */
+	}
+	if (nreleased > 0) {
+		/* Left out of a report, a module goes, with everything
+		 * libdwfl read for it (dwfl_report_end frees it: its Elf
+		 * handles, its Dwarf and the sections it decompressed);
+		 * reported again at once, it is a new module whose files
+		 * are opened when a lookup needs them, by the same
+		 * callbacks, so they give the same answers.  */
+		current = s;
+		dwfl_report_begin(s->dwfl);
+		for (size_t j = 0; j < all.count; j++)
+			if (!all.mods[j].md)
+				dwfl_report_module(s->dwfl, all.mods[j].name,
+						   all.mods[j].low,
+						   all.mods[j].high);
+		dwfl_report_end(s->dwfl, NULL, NULL);
+		dwfl_report_begin_add(s->dwfl);
+		for (size_t j = 0; j < all.count; j++) {
+			struct module_data *md = all.mods[j].md;
+			if (!md)
+				continue;
+			dwfl_report_module(s->dwfl, all.mods[j].name,
+					   all.mods[j].low, all.mods[j].high);
+			/* Its names pointed into the Elf just freed; the
+			 * answers given kept copies (interned).  */
+			free_symtab(md->symtab);
+			md->symtab = NULL;
+			md->read = false;
+		}
+		dwfl_report_end(s->dwfl, NULL, NULL);
+		current = NULL;
+		s->released += nreleased;
+	}
+	for (size_t j = 0; j < all.count; j++)
+		free(all.mods[j].name);
+	free(all.mods);
+	return nreleased;
+}
+
+void cp_symbols_read_stats(const struct cp_symbols *s, size_t *read,
+			   uint64_t *released)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->nmodules; i++)
+		n += s->modules[i]->read;
+	*read = n;
+	*released = s->released;
 }
 
 void cp_symbols_stats(const struct cp_symbols *s, uint64_t *lookups,

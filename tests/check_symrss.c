@@ -1,0 +1,194 @@
+/* The symbolizer's memory: what it reads and when it lets go of it (issue
+ * 15 goal 5, bench/rss_start.sh measures the figures).  Asserted by what
+ * is loaded and read, not by sizes or times:
+ * - no libdebuginfod (with libcurl, its TLS library and libcrypto: 7 MB)
+ *   is loaded when DEBUGINFOD_URLS names no server, though a module has
+ *   no debug information to be found;
+ * - cp_symbols_release lets go of the modules not looked up in since its
+ *   last call and keeps the others; the answers given stay valid, and a
+ *   new address in a module let go gets the answer a fresh symbolizer
+ *   gives.
+ * Each test starts its own fixture, waits for its "ready" line and kills
+ * it in the teardown.  */
+#include <check.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cprof/symbols.h"
+#include "symbolize/lookup.h"
+#include "testutil.h"
+
+#define READY_TIMEOUT_MS 10000
+#define LONG_RUN "60"
+
+static struct tu_proc *ready(struct tu_proc *fixture)
+{
+	ck_assert_msg(fixture != NULL, "the fixture could not be started");
+	ck_assert_msg(tu_proc_wait_line(fixture, "ready", READY_TIMEOUT_MS),
+		      "fixture %d did not print \"ready\" (stdout so far: %s)",
+		      (int)fixture->pid, fixture->output);
+	return fixture;
+}
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+static bool debuginfod_loaded(void)
+{
+	void *handle = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	if (handle)
+		dlclose(handle);
+	return handle != NULL;
+}
+
+/* The start of the first executable mapping of PID whose path ends in
+ * SUFFIX, or 0.  */
+static uint64_t executable_text(pid_t pid, const char *suffix)
+{
+	char path[64], line[4096];
+	uint64_t start = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *maps = fopen(path, "r");
+	if (!maps)
+		return 0;
+	while (start == 0 && fgets(line, sizeof(line), maps)) {
+		unsigned long long lo, hi;
+		char perms[8];
+		int name = 0;
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms,
+			   &name) < 3 || name == 0 || perms[2] != 'x')
+			continue;
+		size_t len = strlen(line + name), n = strlen(suffix);
+		if (len >= n && strcmp(line + name + len - n, suffix) == 0)
+			start = lo;
+	}
+	fclose(maps);
+	return start;
+}
+
+/* chain-stripped has a build-id and no debug file anywhere: the search
+ * for one goes as far as debuginfod, which has no server to ask.  */
+START_TEST(test_no_debuginfod_without_urls)
+{
+	struct tu_proc *fixture =
+		ready(tu_fixture_start("chain-stripped", LONG_RUN, NULL));
+	struct cp_symbols *symbols = NULL;
+
+	unsetenv("DEBUGINFOD_URLS");
+	ck_assert_msg(!debuginfod_loaded(),
+		      "libdebuginfod loaded before the test");
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &symbols), 0);
+	uint64_t text = executable_text(fixture->pid, "/chain-stripped");
+	ck_assert_msg(text != 0, "no executable mapping of chain-stripped");
+	const struct cp_symbol *sym = cp_symbols_lookup(symbols, text + 16);
+	ck_assert_str_eq(sym->module ? sym->module : "-", "chain-stripped");
+	ck_assert_msg(!debuginfod_loaded(),
+		      "libdebuginfod was loaded with DEBUGINFOD_URLS unset");
+	cp_symbols_free(symbols);
+}
+END_TEST
+
+static void expect_same(const struct cp_symbol *a, const struct cp_symbol *b)
+{
+	ck_assert_uint_eq(a->nframes, b->nframes);
+	ck_assert_str_eq(a->module ? a->module : "-",
+			 b->module ? b->module : "-");
+	for (size_t i = 0; i < a->nframes; i++) {
+		ck_assert_str_eq(a->frames[i].function, b->frames[i].function);
+		ck_assert_str_eq(a->frames[i].file ? a->frames[i].file : "-",
+				 b->frames[i].file ? b->frames[i].file : "-");
+		ck_assert_int_eq(a->frames[i].line, b->frames[i].line);
+		ck_assert_int_eq(a->frames[i].inlined, b->frames[i].inlined);
+	}
+}
+
+START_TEST(test_release)
+{
+	struct tu_proc *fixture =
+		ready(tu_fixture_start("chain-O0", LONG_RUN, NULL));
+	struct cp_symbols *symbols = NULL, *fresh = NULL;
+	struct cp_place gamma, libc;
+	size_t read;
+	uint64_t released;
+
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &symbols), 0);
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &fresh), 0);
+	ck_assert_int_eq(cp_symbols_locate(fresh, "chain_gamma",
+					   CP_LOCATE_ENTRY, &gamma), 0);
+	ck_assert_int_eq(cp_symbols_locate(fresh, "clock_gettime",
+					   CP_LOCATE_ENTRY, &libc), 0);
+	cp_symbols_read_stats(symbols, &read, &released);
+	ck_assert_uint_eq(read, 0);
+
+	const struct cp_symbol *g = cp_symbols_lookup(symbols, gamma.addr + 1);
+	const struct cp_symbol *c = cp_symbols_lookup(symbols, libc.addr + 1);
+	ck_assert_str_eq(g->frames[0].function, "chain_gamma");
+	ck_assert_str_eq(c->frames[0].function, "clock_gettime");
+	cp_symbols_read_stats(symbols, &read, &released);
+	ck_assert_uint_eq(read, 2);
+	/* Both looked up in since the start: kept.  */
+	ck_assert_uint_eq(cp_symbols_release(symbols), 0);
+	cp_symbols_read_stats(symbols, &read, &released);
+	ck_assert_uint_eq(read, 2);
+	/* The executable looked up in again (a new address), libc not.  */
+	cp_symbols_lookup(symbols, gamma.addr + 2);
+	ck_assert_uint_eq(cp_symbols_release(symbols), 1);
+	cp_symbols_read_stats(symbols, &read, &released);
+	ck_assert_uint_eq(read, 1);
+	ck_assert_uint_eq(released, 1);
+	ck_assert_uint_eq(cp_symbols_release(symbols), 1);
+	cp_symbols_read_stats(symbols, &read, &released);
+	ck_assert_uint_eq(read, 0);
+	ck_assert_uint_eq(released, 2);
+
+	/* The answers given stay, their strings too (ASan would see them
+	 * freed), and asking again reads nothing.  */
+	ck_assert_ptr_eq(cp_symbols_lookup(symbols, gamma.addr + 1), g);
+	ck_assert_ptr_eq(cp_symbols_lookup(symbols, libc.addr + 1), c);
+	ck_assert_str_eq(g->frames[0].function, "chain_gamma");
+	ck_assert_str_eq(c->frames[0].function, "clock_gettime");
+	cp_symbols_read_stats(symbols, &read, &released);
+	ck_assert_uint_eq(read, 0);
+
+	/* New addresses in both: read again, the same answers as a
+	 * symbolizer that never let go.  */
+	for (uint64_t off = 3; off < 40; off += 4) {
+		expect_same(cp_symbols_lookup(symbols, gamma.addr + off),
+			    cp_symbols_lookup(fresh, gamma.addr + off));
+		expect_same(cp_symbols_lookup(symbols, libc.addr + off),
+			    cp_symbols_lookup(fresh, libc.addr + off));
+	}
+	cp_symbols_read_stats(symbols, &read, &released);
+	ck_assert_uint_eq(read, 2);
+	cp_symbols_free(fresh);
+	cp_symbols_free(symbols);
+}
+END_TEST
+
+static Suite *symrss_suite(void)
+{
+	Suite *suite = suite_create("symrss");
+	TCase *tcase = tcase_create("symrss");
+	tcase_add_checked_fixture(tcase, NULL, teardown);
+	tcase_set_timeout(tcase, 60);
+	tcase_add_test(tcase, test_no_debuginfod_without_urls);
+	tcase_add_test(tcase, test_release);
+	suite_add_tcase(suite, tcase);
+	return suite;
+}
+
+int main(void)
+{
+	SRunner *runner = srunner_create(symrss_suite());
+	int failed;
+
+	srunner_run_all(runner, CK_NORMAL);
+	failed = srunner_ntests_failed(runner);
+	srunner_free(runner);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
