@@ -16,6 +16,7 @@
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "unwind/nocfi.h"
+#include "unwind/rules.h"
 #include "unwind/unwtables.h"
 
 #if !defined(__x86_64__)
@@ -66,6 +67,12 @@ struct cp_unwinder {
 					 * (_start), 0 when unknown */
 	struct tid_upt *tid_upts;       /* for CP_UNWIND_PTRACE */
 	size_t ntid_upts;
+	struct cp_rules *rules;         /* our rules by pc (rules.h) */
+	int rules_mode;                 /* CP_UNWIND_RULES_* */
+	bool walk_rules;                /* the walk running uses RULES */
+	struct cp_unwinder_rules_stats stats;
+	uint64_t *check_pcs;            /* CP_UNWIND_RULES_CHECK: the */
+	size_t check_cap;               /* other walk's frames */
 };
 
 /* libunwind's search of a remote .eh_frame_hdr table, which parses the
@@ -115,6 +122,7 @@ static void forget_all(struct cp_unwinder *uw)
 		uw->pages[i].page = 0;
 	unw_flush_cache(uw->as, 0, 0);
 	unw_flush_cache(uw->as_ptrace, 0, 0);
+	cp_rules_flush(uw->rules);
 	uw->entry = cp_procfs_auxv(uw->pid, AT_ENTRY);
 }
 
@@ -137,6 +145,7 @@ static void sync_space(struct cp_unwinder *uw)
 			uw->pages[i].page = 0;
 		unw_flush_cache(uw->as, 0, 0);
 		unw_flush_cache(uw->as_ptrace, 0, 0);
+		cp_rules_flush(uw->rules);
 	}
 	uw->synced_epoch = uw->view->epoch;
 	uw->synced_generation = uw->view->generation;
@@ -157,24 +166,31 @@ static void sync_space(struct cp_unwinder *uw)
  * wrong function, each a new address for the symbolizer), with the
  * stack pointer left 16 bytes above the callee's.  The step fails
  * instead, and walk() finds the caller itself (nocfi.h).  */
+static const struct cp_ehframe_fde *find_fde(struct cp_unwinder *uw,
+					   uint64_t ip)
+{
+	const struct cp_map *map = find_map(uw, ip);
+	if (!map || map->path[0] == '\0' ||
+	    (map->path[0] == '[' && strcmp(map->path, "[vdso]") != 0))
+		return NULL;
+	const struct cp_ehframe_fde *fde =
+		cp_unwtables_find(uw->tables, uw->maps, map, ip);
+	/* Rules cached from dropped tables may name expressions in an image
+	 * no longer served (libunwind flushes lazily: safe mid-step), and
+	 * ours may be another module's.  */
+	if (cp_unwtables_dropped(uw->tables)) {
+		unw_flush_cache(uw->as, 0, 0);
+		unw_flush_cache(uw->as_ptrace, 0, 0);
+		cp_rules_flush(uw->rules);
+	}
+	return fde;
+}
+
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 			  unw_proc_info_t *pi, int need_unwind_info, void *arg)
 {
 	struct cp_unwinder *uw = current;
-	const struct cp_map *map = find_map(uw, ip);
-	if (!map || map->path[0] == '\0' ||
-	    (map->path[0] == '[' && strcmp(map->path, "[vdso]") != 0)) {
-		uw->cfi_missing = true;
-		return -UNW_ESTOPUNWIND;
-	}
-	const struct cp_ehframe_fde *fde =
-		cp_unwtables_find(uw->tables, uw->maps, map, ip);
-	/* Rules cached from dropped tables may name expressions in an image
-	 * no longer served (libunwind flushes lazily: safe mid-step).  */
-	if (cp_unwtables_dropped(uw->tables)) {
-		unw_flush_cache(uw->as, 0, 0);
-		unw_flush_cache(uw->as_ptrace, 0, 0);
-	}
+	const struct cp_ehframe_fde *fde = find_fde(uw, ip);
 	if (!fde) {
 		uw->cfi_missing = true;
 		return -UNW_ESTOPUNWIND;
@@ -404,7 +420,8 @@ int cp_unwinder_new_in(struct cp_addrspace *space, struct cp_unwinder **out)
 	uw->pages = calloc(PAGE_CACHE_SLOTS, sizeof(*uw->pages));
 	uw->as = unw_create_addr_space(&snapshot_accessors, 0);
 	uw->as_ptrace = unw_create_addr_space(&ptrace_accessors, 0);
-	if (!uw->pages || !uw->as || !uw->as_ptrace ||
+	uw->rules = cp_rules_new();
+	if (!uw->pages || !uw->as || !uw->as_ptrace || !uw->rules ||
 	    cp_unwtables_new(pid, &uw->tables) < 0) {
 		cp_unwinder_free(uw);
 		return -CP_E_NOMEM;
@@ -418,9 +435,10 @@ int cp_unwinder_new_in(struct cp_addrspace *space, struct cp_unwinder **out)
 	 * script; Debian's 1.6.2 disassembles to the same), and
 	 * UNW_CACHE_NONE parses each frame's FDE into a dwarf_cie_info taken
 	 * from and given back to its mempool, whose lock masks signals too:
-	 * four calls per frame (measured, issue 15).  A frame with no system
-	 * call needs a rule cache of our own, keyed by pc, in front of
-	 * libunwind.  */
+	 * four calls per frame (measured, issue 15).  So the walks of
+	 * snapshots step every frame they can with rules of our own, keyed
+	 * by pc (rules.h), with no system call, and call libunwind only for
+	 * the others.  */
 	unw_set_caching_policy(uw->as, UNW_CACHE_GLOBAL);
 	unw_set_cache_size(uw->as, 4096, 0);
 	unw_set_caching_policy(uw->as_ptrace, UNW_CACHE_GLOBAL);
@@ -429,6 +447,14 @@ int cp_unwinder_new_in(struct cp_addrspace *space, struct cp_unwinder **out)
 	uw->synced_epoch = uw->view->epoch;
 	uw->synced_generation = uw->view->generation;
 	uw->entry = cp_procfs_auxv(pid, AT_ENTRY);
+	/* A switch for tests and measurements, not for users.  */
+	const char *mode = getenv("CPROF_UNWIND_RULES");
+	if (mode && strcmp(mode, "off") == 0)
+		uw->rules_mode = CP_UNWIND_RULES_OFF;
+	else if (mode && strcmp(mode, "check") == 0)
+		uw->rules_mode = CP_UNWIND_RULES_CHECK;
+	else if (mode && strcmp(mode, "abort") == 0)
+		uw->rules_mode = CP_UNWIND_RULES_ABORT;
 	*out = uw;
 	return 0;
 }
@@ -446,6 +472,8 @@ void cp_unwinder_free(struct cp_unwinder *uw)
 			free(uw->pages[i].data);
 	free(uw->pages);
 	free(uw->ptrace_stack.stack);
+	cp_rules_free(uw->rules);
+	free(uw->check_pcs);
 	if (uw->as)
 		unw_destroy_addr_space(uw->as);
 	if (uw->as_ptrace)
@@ -549,6 +577,11 @@ static bool frame_reg(unw_cursor_t *cursor, unw_regnum_t reg, uint64_t *val,
 /* _start's length, at most (glibc's is 38 bytes, musl's 22).  */
 #define START_SIZE 64
 
+static const unw_regnum_t callee_saved[] = {
+	UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
+	UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
+};
+
 /* Start CURSOR over at C, the caller of the frame CURSOR is at, found
  * without CFI, from registers of our making: the pc is the return address
  * minus one (inside the call, where libunwind looks a return address up;
@@ -560,10 +593,6 @@ static int restart_at(struct cp_unwinder *uw, unw_cursor_t *cursor,
 		      unw_addr_space_t as, void *arg,
 		      const struct cp_nocfi_caller *c)
 {
-	static const unw_regnum_t callee_saved[] = {
-		UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
-		UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
-	};
 	struct user_regs_struct regs;
 	memset(&regs, 0, sizeof(regs));
 	uint32_t lost = ALL_REGS, from_snapshot = 0;
@@ -595,16 +624,16 @@ static int restart_at(struct cp_unwinder *uw, unw_cursor_t *cursor,
 	return unw_init_remote(cursor, as, arg);
 }
 
-/* The frame CURSOR is at, with pc PC and stack pointer SP, has no CFI:
- * find its caller (nocfi.h) and start CURSOR over there.  INTERRUPTED:
- * the frame is the thread's own or one a signal interrupted.  Returns 1
- * at the caller (*SCANNED: found by a scan of the stack), 0 when the
- * frame is the outermost, -1 when no caller was found.  BELOW: the
- * return addresses of the frames below, nearest first (NBELOW).  */
-static int step_without_cfi(struct cp_unwinder *uw, unw_cursor_t *cursor,
-			    unw_addr_space_t as, void *arg, uint64_t pc,
-			    uint64_t sp, bool interrupted,
-			    const uint64_t *below, size_t nbelow, bool *scanned)
+/* The caller of the frame at pc PC and stack pointer SP, which has no
+ * CFI (nocfi.h), into *C; RBP: the frame's rbp, NULL when it has none.
+ * INTERRUPTED: the frame is the thread's own or one a signal interrupted.
+ * Returns 1 at the caller, 0 when the frame is the outermost, -1 when no
+ * caller was found.  BELOW: the return addresses of the frames below,
+ * nearest first (NBELOW).  */
+static int caller_without_cfi(struct cp_unwinder *uw, uint64_t pc,
+			      uint64_t sp, const uint64_t *rbp,
+			      bool interrupted, const uint64_t *below,
+			      size_t nbelow, struct cp_nocfi_caller *c)
 {
 	/* _start is the main thread's first frame (glibc's CFI says so,
 	 * musl's _start has none): above it lie argv, the environment and
@@ -616,22 +645,241 @@ static int step_without_cfi(struct cp_unwinder *uw, unw_cursor_t *cursor,
 	if (!m || !m->executable)
 		return -1;
 	const struct cp_nocfi_code code = {read_code, uw};
-	uint64_t rbp;
-	bool snap_lacks;
-	bool rbp_known = frame_reg(cursor, UNW_X86_64_RBP, &rbp, &snap_lacks);
 	const struct cp_snapshot *stack =
 		uw->snap ? uw->snap : ptrace_stack(uw, sp);
-	struct cp_nocfi_caller c;
-	int found = cp_nocfi_caller(&code, stack, pc, sp,
-				    rbp_known ? &rbp : NULL, interrupted,
-				    uw->entry, below, nbelow, &c);
+	int found = cp_nocfi_caller(&code, stack, pc, sp, rbp, interrupted,
+				    uw->entry, below, nbelow, c);
 	if (found <= 0)
 		return found;
 	/* The stack grows down: a caller's frame lies above.  */
-	if (c.sp <= sp || restart_at(uw, cursor, as, arg, &c) < 0)
+	return c->sp > sp ? 1 : -1;
+}
+
+/* The frame CURSOR is at, with pc PC and stack pointer SP, has no CFI:
+ * find its caller (caller_without_cfi) and start CURSOR over there.
+ * Returns 1 at the caller (*SCANNED: found by a scan of the stack), 0
+ * when the frame is the outermost, -1 when no caller was found.  */
+static int step_without_cfi(struct cp_unwinder *uw, unw_cursor_t *cursor,
+			    unw_addr_space_t as, void *arg, uint64_t pc,
+			    uint64_t sp, bool interrupted,
+			    const uint64_t *below, size_t nbelow, bool *scanned)
+{
+	uint64_t rbp;
+	bool snap_lacks;
+	bool rbp_known = frame_reg(cursor, UNW_X86_64_RBP, &rbp, &snap_lacks);
+	struct cp_nocfi_caller c;
+	int found = caller_without_cfi(uw, pc, sp, rbp_known ? &rbp : NULL,
+				       interrupted, below, nbelow, &c);
+	if (found <= 0)
+		return found;
+	if (restart_at(uw, cursor, as, arg, &c) < 0)
 		return -1;
 	*scanned = c.how == CP_NOCFI_SCANNED;
 	return 1;
+}
+
+/* ------------------------------------------------- our own rules */
+
+/* The registers of a frame stepped with our rules (rules.h), numbered as
+ * DWARF and libunwind number them on x86-64.  */
+struct fast_regs {
+	uint64_t val[CP_REG_RIP + 1];
+	uint32_t unknown;  /* a partial snapshot's, without a value */
+	uint32_t lost;     /* without a value: undefined by a rule, or lost
+			    * at a frame without CFI (restart_at) */
+};
+
+/* The word at ADDR of the stack copy, as access_mem reads it first.  */
+static bool stack_word(const struct cp_snapshot *s, uint64_t addr,
+		       uint64_t *val)
+{
+	if (addr < s->stack_addr || s->stack_len < sizeof(*val) ||
+	    addr - s->stack_addr > s->stack_len - sizeof(*val))
+		return false;
+	memcpy(val, s->stack + (addr - s->stack_addr), sizeof(*val));
+	return true;
+}
+
+/* Registers to walk SNAP from with our rules, from the registers and
+ * masks libunwind would be given (uw->regs, uw->lost, partial_unknown).
+ * False when the walk must be libunwind's from the start (no pc or stack
+ * pointer, rules off).  */
+static bool fast_begin(struct cp_unwinder *uw, struct fast_regs *fr)
+{
+	const uint32_t need =
+		CP_UNWIND_REG(CP_REG_RIP) | CP_UNWIND_REG(CP_REG_RSP);
+	if (!uw->walk_rules || !uw->snap ||
+	    ((partial_unknown | uw->lost) & need))
+		return false;
+	for (unw_regnum_t reg = 0; reg <= CP_REG_RIP; reg++)
+		fr->val[reg] = *reg_slot(&uw->regs, reg);
+	fr->unknown = partial_unknown;
+	fr->lost = uw->lost;
+	return true;
+}
+
+/* A rule_for result besides those of rules.h: no FDE covers the pc.  */
+#define RULE_NOCFI (CP_RULE_COMPLEX + 1)
+
+/* The rule of the frame at PC (the pc libunwind looks its FDE up with):
+ * from the cache, or evaluated and kept, "complex" when there is no FDE
+ * or it says more than a simple rule can.  */
+static const struct cp_rule *rule_for(struct cp_unwinder *uw, uint64_t pc,
+				      struct cp_rule *buf)
+{
+	const struct cp_rule *r = cp_rules_find(uw->rules, pc);
+	if (r)
+		return r;
+	memset(buf, 0, sizeof(*buf));
+	buf->pc = pc;
+	buf->kind = CP_RULE_COMPLEX;
+	const struct cp_ehframe_fde *fde = find_fde(uw, pc);
+	/* Not kept: the next look-up must see what libunwind's would (a
+	 * library loaded since, the mappings re-read once per walk).  */
+	if (!fde) {
+		buf->kind = RULE_NOCFI;
+		return buf;
+	}
+	const uint8_t *data;
+	size_t size;
+	uint64_t addr;
+	if (fde && cp_unwtables_image(uw->tables, fde->fde_addr, &data, &size,
+				      &addr))
+		cp_rule_eval(data, size, addr, fde->fde_addr, fde->pc_start,
+			     pc, buf);
+	uw->stats.evaluated++;
+	r = cp_rules_put(uw->rules, buf);
+	return r ? r : buf;
+}
+
+/* What fast_step says besides 1 (the caller), 0 (the outermost frame)
+ * and -1 (a frame that does not move: libunwind's "ip and cfa
+ * unchanged").  */
+#define FAST_DEFER 2   /* libunwind must step this frame */
+
+/* Step FR with the simple rule R as libunwind would (apply_reg_state,
+ * then x86-64's unw_step): the CFA from its register, the return address
+ * and the saved registers from the stack copy.  Anything libunwind would
+ * find elsewhere (a register without a value, a slot outside the copy)
+ * is FAST_DEFER, with FR unchanged.  */
+static int fast_step(const struct cp_rule *r, const struct cp_snapshot *s,
+		     struct fast_regs *fr)
+{
+	uint64_t base;
+	if (r->cfa_reg == CP_REG_RSP)
+		base = fr->val[CP_REG_RSP];   /* libunwind's c->cfa */
+	else if ((fr->unknown | fr->lost) & CP_UNWIND_REG(r->cfa_reg))
+		return FAST_DEFER;
+	else
+		base = fr->val[r->cfa_reg];
+	uint64_t cfa = base + (uint64_t)(int64_t)r->cfa_off;
+	uint64_t vals[CP_RULE_NSAVED] = {0};
+	for (unsigned i = 0; i < CP_RULE_NSAVED; i++)
+		if (cp_rule_how(r, i) == CP_SAVED_CFA &&
+		    !stack_word(s, cfa + (uint64_t)((int64_t)r->slot[i] * 8),
+				&vals[i]))
+			return FAST_DEFER;
+	bool ra_undef = cp_rule_how(r, CP_RULE_RA) == CP_SAVED_UNDEF;
+	uint64_t next_ip = ra_undef ? 0 : vals[CP_RULE_RA];
+	if (next_ip == fr->val[CP_REG_RIP] && cfa == fr->val[CP_REG_RSP])
+		return -1;
+	for (unsigned i = 0; i < CP_RULE_NSAVED; i++) {
+		unsigned reg = cp_rule_saved_reg[i];
+		switch (cp_rule_how(r, i)) {
+		case CP_SAVED_UNDEF:
+			fr->val[reg] = 0;
+			fr->lost |= CP_UNWIND_REG(reg);
+			break;
+		case CP_SAVED_CFA:
+			fr->val[reg] = vals[i];
+			fr->lost &= ~CP_UNWIND_REG(reg);
+			fr->unknown &= ~CP_UNWIND_REG(reg);
+			break;
+		}
+	}
+	fr->val[CP_REG_RIP] = next_ip;
+	fr->val[CP_REG_RSP] = cfa;
+	/* The end of the chain: an undefined return address, or (x86-64's
+	 * unw_step) an undefined rbp.  */
+	if (ra_undef || cp_rule_how(r, 1) == CP_SAVED_UNDEF)
+		return 0;
+	return 1;
+}
+
+/* step_without_cfi for the frame FR describes, whose pc is PC: FR gets
+ * the caller's registers as restart_at gives them to libunwind.  */
+static int fast_without_cfi(struct cp_unwinder *uw, struct fast_regs *fr,
+			    uint64_t pc, bool interrupted,
+			    const uint64_t *below, size_t nbelow, bool *scanned)
+{
+	const uint32_t rbp_bit = CP_UNWIND_REG(CP_REG_RBP);
+	bool rbp_known = !((fr->lost | fr->unknown) & rbp_bit);
+	struct cp_nocfi_caller c;
+	int found = caller_without_cfi(uw, pc, fr->val[CP_REG_RSP],
+				       rbp_known ? &fr->val[CP_REG_RBP] : NULL,
+				       interrupted, below, nbelow, &c);
+	if (found <= 0)
+		return found;
+	struct fast_regs next;
+	memset(&next, 0, sizeof(next));
+	next.lost = ALL_REGS &
+		    ~(CP_UNWIND_REG(CP_REG_RIP) | CP_UNWIND_REG(CP_REG_RSP));
+	next.val[CP_REG_RIP] = c.ret - 1;
+	next.val[CP_REG_RSP] = c.sp;
+	if (c.rbp_known) {
+		next.val[CP_REG_RBP] = c.rbp;
+		next.lost &= ~rbp_bit;
+	}
+	for (size_t i = 0; c.regs_kept && i < sizeof(callee_saved) /
+						  sizeof(callee_saved[0]);
+	     i++) {
+		unw_regnum_t reg = callee_saved[i];
+		uint32_t bit = CP_UNWIND_REG(reg);
+		if (fr->lost & bit)
+			continue;
+		next.lost &= ~bit;
+		if (fr->unknown & bit)
+			next.unknown |= bit;
+		else
+			next.val[reg] = fr->val[reg];
+	}
+	*fr = next;
+	*scanned = c.how == CP_NOCFI_SCANNED;
+	return 1;
+}
+
+/* Our registers from CURSOR after libunwind stepped a frame, read as
+ * restart_at reads them (a register a partial snapshot lacks is unknown,
+ * not needed).  False when the pc or the stack pointer has no value.  */
+static bool fast_from_cursor(unw_cursor_t *cursor, struct fast_regs *fr)
+{
+	fr->unknown = fr->lost = 0;
+	for (unw_regnum_t reg = 0; reg <= CP_REG_RIP; reg++) {
+		uint64_t v = 0;
+		bool snap_lacks;
+		if (!frame_reg(cursor, reg, &v, &snap_lacks))
+			*(snap_lacks ? &fr->unknown : &fr->lost) |=
+				CP_UNWIND_REG(reg);
+		fr->val[reg] = v;
+	}
+	return !((fr->unknown | fr->lost) &
+		 (CP_UNWIND_REG(CP_REG_RIP) | CP_UNWIND_REG(CP_REG_RSP)));
+}
+
+/* Start CURSOR at the frame FR describes, whose pc is PC (a return
+ * address minus one for a caller: a new cursor takes its pc as exact),
+ * for libunwind to step it: the registers without a value are lost or
+ * unknown to it as they are to us.  */
+static int hand_over(struct cp_unwinder *uw, unw_cursor_t *cursor,
+		     unw_addr_space_t as, void *arg,
+		     const struct fast_regs *fr, uint64_t pc)
+{
+	for (unw_regnum_t reg = 0; reg <= CP_REG_RIP; reg++)
+		*reg_slot(&uw->regs, reg) = fr->val[reg];
+	uw->regs.rip = pc;
+	uw->lost = fr->lost;
+	partial_unknown = fr->unknown;
+	return unw_init_remote(cursor, as, arg);
 }
 
 /* ------------------------------------------------------------ walks */
@@ -663,7 +911,11 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 	unw_cursor_t cursor;
 	size_t n = 0;
 	memset(end, 0, sizeof(*end));
-	if (unw_init_remote(&cursor, as, arg) < 0)
+	/* Frames are stepped with our rules while FAST, and the cursor is
+	 * made only when libunwind must step one.  */
+	struct fast_regs fr;
+	bool fast = fast_begin(uw, &fr);
+	if (!fast && unw_init_remote(&cursor, as, arg) < 0)
 		return 0;
 	bool exact = true;        /* the pc is not a return address */
 	bool interrupted = true;  /* the frame did not stop at a call */
@@ -676,14 +928,75 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 	const struct cp_nocfi_code code = {read_code, uw};
 	while (n < max) {
 		unw_word_t ip = 0, sp = 0;
-		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+		if (fast) {
+			ip = fr.val[CP_REG_RIP];
+			sp = fr.val[CP_REG_RSP];
+			if (ip == 0)
+				break;
+		} else if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 ||
+			   ip == 0) {
 			break;
-		unw_get_reg(&cursor, UNW_REG_SP, &sp);
+		} else {
+			unw_get_reg(&cursor, UNW_REG_SP, &sp);
+		}
 		uint64_t pc = exact ? ip : ip - 1;
 		pcs[n++] = pc | tag;
 		if (returned)
 			rets[nrets++ % CP_NOCFI_BELOW] = pc + 1;
+		if (fast) {
+			/* PC is where libunwind looks the rule up: the
+			 * return address minus one but after a signal
+			 * frame.  */
+			struct cp_rule buf;
+			const struct cp_rule *rule = rule_for(uw, pc, &buf);
+			if (rule->kind == RULE_NOCFI) {
+				uw->stats.fast_steps++;
+				uint64_t below[CP_NOCFI_BELOW];
+				size_t nbelow = 0;
+				for (size_t i = nrets;
+				     i > 0 && nbelow < CP_NOCFI_BELOW; i--)
+					below[nbelow++] =
+						rets[(i - 1) % CP_NOCFI_BELOW];
+				bool scanned = false;
+				int step = fast_without_cfi(uw, &fr, pc,
+							    interrupted, below,
+							    nbelow, &scanned);
+				if (step <= 0) {
+					end->ended = step == 0;
+					break;
+				}
+				if (scanned && unconfirmed == SIZE_MAX)
+					unconfirmed = n;
+				tag = CP_UNWIND_GUESSED;
+				exact = true;
+				interrupted = false;
+				returned = true;
+				continue;
+			}
+			int fstep = rule->kind == CP_RULE_SIMPLE
+					    ? fast_step(rule, uw->snap, &fr)
+					    : FAST_DEFER;
+			if (fstep != FAST_DEFER) {
+				uw->stats.fast_steps++;
+				if (fstep <= 0) {
+					end->ended = fstep == 0;
+					break;
+				}
+				tag = 0;
+				exact = interrupted = false;
+				returned = true;
+				if (unconfirmed != SIZE_MAX &&
+				    cp_nocfi_after_call(&code,
+							fr.val[CP_REG_RIP]))
+					unconfirmed = SIZE_MAX;
+				continue;
+			}
+			fast = false;
+			if (hand_over(uw, &cursor, as, arg, &fr, pc) < 0)
+				break;
+		}
 		uw->cfi_missing = false;
+		uw->stats.lib_steps++;
 		int step = unw_step(&cursor);
 		if (step < 0 && uw->cfi_missing) {
 			uint64_t below[CP_NOCFI_BELOW];
@@ -703,6 +1016,9 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 				exact = true;
 				interrupted = false;
 				returned = true;
+				/* restart_at made the registers libunwind
+				 * would start from: ours too.  */
+				fast = fast_begin(uw, &fr);
 				continue;
 			}
 		}
@@ -730,6 +1046,10 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 		if (unconfirmed != SIZE_MAX && !signal &&
 		    cp_nocfi_after_call(&code, next_ip))
 			unconfirmed = SIZE_MAX;
+		/* The next frames with our rules again, from where libunwind
+		 * left the registers.  */
+		if (uw->walk_rules && uw->snap)
+			fast = fast_from_cursor(&cursor, &fr);
 	}
 	if (unconfirmed < n && !end->ended && n < max)
 		n = unconfirmed;
@@ -773,6 +1093,29 @@ static size_t walk_snapshot(struct cp_unwinder *uw,
 	return n;
 }
 
+/* CP_UNWIND_RULES_CHECK: room for MAX frames of the other walk.  */
+static uint64_t *check_buffer(struct cp_unwinder *uw, size_t max)
+{
+	if (uw->check_cap < max) {
+		uint64_t *grown = realloc(uw->check_pcs, max * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		uw->check_pcs = grown;
+		uw->check_cap = max;
+	}
+	return uw->check_pcs;
+}
+
+static void check_result(struct cp_unwinder *uw, bool same)
+{
+	uw->stats.checked++;
+	if (same)
+		return;
+	uw->stats.mismatches++;
+	if (uw->rules_mode == CP_UNWIND_RULES_ABORT)
+		abort();
+}
+
 size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 			  const struct cp_snapshot *snap, uint64_t *pcs,
 			  size_t max)
@@ -781,7 +1124,18 @@ size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 		return 0;
 	struct walk_end end;
 	uint32_t needed;
-	return walk_snapshot(uw, snap, 0, pcs, max, &end, &needed);
+	uw->walk_rules = uw->rules_mode != CP_UNWIND_RULES_OFF;
+	size_t n = walk_snapshot(uw, snap, 0, pcs, max, &end, &needed);
+	uint64_t *fast_pcs;
+	if (uw->rules_mode < CP_UNWIND_RULES_CHECK ||
+	    !(fast_pcs = check_buffer(uw, max)))
+		return n;
+	memcpy(fast_pcs, pcs, n * sizeof(*pcs));
+	uw->walk_rules = false;
+	size_t m = walk_snapshot(uw, snap, 0, pcs, max, &end, &needed);
+	check_result(uw, m == n &&
+			     memcmp(fast_pcs, pcs, n * sizeof(*pcs)) == 0);
+	return m;
 }
 
 static void *upt_for_tid(struct cp_unwinder *uw, pid_t tid)
@@ -830,10 +1184,10 @@ size_t cp_unwinder_unwind_ptrace(struct cp_unwinder *uw, pid_t tid,
 
 /* ---------------------------------------------------- partial unwinds */
 
-size_t cp_unwinder_unwind_partial(struct cp_unwinder *uw,
-				  const struct cp_snapshot *snap,
-				  struct cp_unwind_partial *partial,
-				  uint64_t *pcs, size_t max)
+static size_t unwind_partial(struct cp_unwinder *uw,
+			     const struct cp_snapshot *snap,
+			     struct cp_unwind_partial *partial, uint64_t *pcs,
+			     size_t max)
 {
 	uint32_t unknown = ALL_REGS & ~partial->known;
 	struct walk_end end;
@@ -873,4 +1227,42 @@ size_t cp_unwinder_unwind_partial(struct cp_unwinder *uw,
 	n = walk_snapshot(uw, snap, unknown, pcs, max, &end, &partial->needed);
 	partial->ended = end.ended;
 	return n;
+}
+
+size_t cp_unwinder_unwind_partial(struct cp_unwinder *uw,
+				  const struct cp_snapshot *snap,
+				  struct cp_unwind_partial *partial,
+				  uint64_t *pcs, size_t max)
+{
+	struct cp_unwind_partial in = *partial;
+	uw->walk_rules = uw->rules_mode != CP_UNWIND_RULES_OFF;
+	size_t n = unwind_partial(uw, snap, partial, pcs, max);
+	uint64_t *fast_pcs;
+	if (uw->rules_mode < CP_UNWIND_RULES_CHECK || max == 0 ||
+	    !(fast_pcs = check_buffer(uw, max)))
+		return n;
+	memcpy(fast_pcs, pcs, n * sizeof(*pcs));
+	struct cp_unwind_partial fast = *partial;
+	*partial = in;
+	uw->walk_rules = false;
+	size_t m = unwind_partial(uw, snap, partial, pcs, max);
+	check_result(uw, m == n &&
+			     memcmp(fast_pcs, pcs, n * sizeof(*pcs)) == 0 &&
+			     fast.needed == partial->needed &&
+			     fast.rbp_scanned == partial->rbp_scanned &&
+			     fast.ended == partial->ended);
+	return m;
+}
+
+/* ------------------------------------------------------ tests only */
+
+void cp_unwinder_rules_mode(struct cp_unwinder *uw, int mode)
+{
+	uw->rules_mode = mode;
+}
+
+void cp_unwinder_rules_stats(const struct cp_unwinder *uw,
+			     struct cp_unwinder_rules_stats *out)
+{
+	*out = uw->stats;
 }

@@ -398,3 +398,30 @@ bool cp_unwtables_read(struct cp_unwtables *t, uint64_t addr,
 	}
 	return false;
 }
+
+static bool image_has(const struct image *im, uint64_t addr)
+{
+	return im->data && addr >= im->addr && addr - im->addr < im->size;
+}
+
+bool cp_unwtables_image(struct cp_unwtables *t, uint64_t addr,
+			const uint8_t **data, size_t *size,
+			uint64_t *image_addr)
+{
+	const struct image *found = NULL;
+	if (image_has(&t->hint, addr))
+		found = &t->hint;
+	for (size_t i = 0; !found && i < t->count; i++) {
+		struct module *m = &t->modules[i];
+		if (image_has(&m->eh_image, addr))
+			found = &m->eh_image;
+		else if (image_has(&m->debug_image, addr))
+			found = &m->debug_image;
+	}
+	if (!found)
+		return false;
+	*data = found->data;
+	*size = found->size;
+	*image_addr = found->addr;
+	return true;
+}

@@ -74,4 +74,12 @@ bool cp_unwtables_dropped(struct cp_unwtables *tables);
 bool cp_unwtables_read(struct cp_unwtables *tables, uint64_t addr,
 		       uint64_t *word);
 
+/* The checked image ADDR lies in (an FDE's address): *DATA (borrowed,
+ * valid until the next call of any cp_unwtables function but
+ * cp_unwtables_read and this one), *SIZE bytes at address *IMAGE_ADDR.
+ * False when ADDR is in none.  */
+bool cp_unwtables_image(struct cp_unwtables *tables, uint64_t addr,
+			const uint8_t **data, size_t *size,
+			uint64_t *image_addr);
+
 #endif
