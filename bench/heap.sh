@@ -37,12 +37,14 @@ Environment (defaults in brackets):
   DEPTHS ["1 30"]     stack depths at the allocation
   REPS [5]            interleaved rounds (every tool, N and 1 pair, each round)
   TIMEOUT [300]       seconds before one run is killed (and counted failed)
+  QUICK [0]           1: N=5000 REPS=3
 EOF
 	[[ ${1:-} == -h || ${1:-} == --help ]] && exit 0
 	exit 2
 fi
 
 BUILD=${1:-build}
+[[ ${QUICK:-0} == 1 ]] && { N=${N:-5000}; REPS=${REPS:-3}; } # make bench QUICK=1
 N=${N:-20000}
 DEPTHS=${DEPTHS:-"1 30"}
 REPS=${REPS:-5}

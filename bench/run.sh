@@ -27,12 +27,18 @@ Environment (defaults in brackets):
   RSS_SECONDS [60]    length of the RSS run
   FLOOR_COUNT [2000]  ptrace round trips per floor measurement
   VARIANT [O2]        workload build: O2 (CFI only) or O0 (frame pointers)
+  QUICK [0]           1: REPS=3 STOP_REPS=1 STOP_SECONDS=3 WORK_SECONDS=2 RSS_SECONDS=10
 EOF
 	[[ ${1:-} == -h || ${1:-} == --help ]] && exit 0
 	exit 2
 fi
 
 BUILD=${1:-build}
+# QUICK=1 (make bench QUICK=1): a short look, the README's quick settings
+if [[ ${QUICK:-0} == 1 ]]; then
+	REPS=${REPS:-3} STOP_REPS=${STOP_REPS:-1} RSS_SECONDS=${RSS_SECONDS:-10}
+	STOP_SECONDS=${STOP_SECONDS:-3} WORK_SECONDS=${WORK_SECONDS:-2}
+fi
 REPS=${REPS:-7}
 STOP_REPS=${STOP_REPS:-2}
 STOP_SECONDS=${STOP_SECONDS:-5}

@@ -12,6 +12,7 @@
 # eu-stack.
 set -euo pipefail
 BUILD=${1:-build}
+[[ ${QUICK:-0} == 1 ]] && REPS=${REPS:-3} # make bench QUICK=1
 REPS=${REPS:-7}
 CC=${CC:-cc}
 mkdir -p "$BUILD/bench"

@@ -26,6 +26,7 @@
 # trace", REPS=3, TMPDIR (needs about 500 bytes per sample free), OUTDIR.
 set -euo pipefail
 BUILD=${1:-build}
+[[ ${QUICK:-0} == 1 ]] && SIZES=${SIZES:-1000000} # make bench QUICK=1
 SIZES=${SIZES:-"1000000 10000000"}
 THREADS=${THREADS:-8}
 DEPTH=${DEPTH:-30}
