@@ -69,6 +69,8 @@ for err in glob.glob(out + "/runs/*.err"):
     r["stops"] = float(m.group(1)) if m else r["samples"]
     m = re.search(r"\(([0-9.]+) us on the sampling thread\)", text)
     r["thread_us"] = float(m.group(1)) if m else NAN
+    m = re.search(r"([0-9.]+) system calls per stop, ([0-9.]+) per sample, on the sampling thread", text)
+    r["thr_sysc"], r["thr_sysc_sample"] = (float(m.group(1)), float(m.group(2))) if m else (NAN, NAN)
     m = re.search(r"tick: wake-up after its deadline median ([0-9.]+) us", text)
     r["late"] = float(m.group(1)) if m else NAN
     ev = {}
@@ -124,7 +126,7 @@ if runs:
     print("sampling runs, per stop, medians over repetitions (cpu_us: perf stat task-clock of cprof-attach,")
     print("start-up and symbolization included; thr_us: the sampling thread alone; taken% = 1 - missed/scheduled):")
     hdr = ["cfg", "build", "n", "stops", "taken%", "stop_us", "lat_us", "late_us", "cpu_us", "thr_us",
-           "cpu_us/tick", "csw", "sysc"] + kinds + ["other", "load"]
+           "cpu_us/tick", "csw", "sysc", "thr_sysc"] + kinds + ["other", "load"]
     print("  " + " ".join("%-8s" % h if i < 2 else "%7s" % h[:7] for i, h in enumerate(hdr)))
     for (cfg, build), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1] != "new")):
         def per(e):
@@ -133,7 +135,7 @@ if runs:
                 f(R(cfg, build, "taken"), "%.2f"), f(R(cfg, build, "stopped")),
                 f(R(cfg, build, "latency")), f(R(cfg, build, "late")), f(R(cfg, build, "cpu")),
                 f(R(cfg, build, "thread_us")), f(R(cfg, build, "cpu_tick")),
-                f(R(cfg, build, "csw"), "%.2f"), f(R(cfg, build, "sysc"))]
+                f(R(cfg, build, "csw"), "%.2f"), f(R(cfg, build, "sysc")), f(R(cfg, build, "thr_sysc"))]
         vals += ["%.2f" % per("syscalls:sys_enter_" + k) for k in kinds]
         vals.append("%.2f" % med([(r["ev"].get("raw_syscalls:sys_enter", 0) - sum(
             r["ev"].get("syscalls:sys_enter_" + k, 0) for k in kinds)) / max(1, r["stops"]) for r in rs]))
@@ -194,6 +196,9 @@ for cfg, label in (("d30", "idle"), ("d30busy", "busy (2 loops)")):
     row("1", "  system calls/sample", lambda b: R(cfg, b, "sysc"),
         "floor " + f(fs), fs, "%.1f", "<= 8", lambda v, rt: met(v, "<=", 8),
         lambda b: RS(cfg, b, "sysc"))
+    row("1", "  system calls/sample, sampling thread only (-v)", lambda b: R(cfg, b, "thr_sysc_sample"),
+        "floor " + f(fs), fs, "%.1f", "<= 8", lambda v, rt: met(v, "<=", 8),
+        lambda b: RS(cfg, b, "thr_sysc_sample"))
     row("1", "  context switches/sample", lambda b: R(cfg, b, "csw"),
         "floor " + f(fw, "%.2f"), fw, "%.2f", "-", lambda v, rt: "-",
         lambda b: RS(cfg, b, "csw"))
