@@ -1875,6 +1875,117 @@ START_TEST(test_windows_one_attach)
 }
 END_TEST
 
+/* The function of frame INDEX (0: innermost) of PROFILE's stack STACK,
+ * or "".  */
+static const char *frame_function(const struct cp_profile *profile,
+				  uint32_t stack, size_t index)
+{
+	size_t n = 0;
+	const uint32_t *locs = cp_profile_stack(profile, stack, &n);
+	const struct cp_location *loc;
+
+	if (index >= n)
+		return "";
+	loc = cp_profile_location(profile, locs[index]);
+	if (loc == NULL || loc->nlines == 0)
+		return "";
+	return cp_profile_string(profile, loc->lines[0].function);
+}
+
+/* heap-pairs PAIRS 3 alternate, launched and traced through the library
+ * to its exit, with the reuse of unwinds on or off (NO_REUSE): into
+ * *EVEN and *ODD the allocations whose site is pairs_leaf called from
+ * pairs_via_even or pairs_via_odd, into *REUSED the summary's count.  */
+static void trace_twins(unsigned pairs, bool no_reuse, uint64_t *even,
+			uint64_t *odd, uint64_t *reused)
+{
+	char path[PATH_MAX];
+	char count[32];
+	struct cp_symbols_options symbol_options = { 0 };
+	struct cp_heap_options options = {
+		.max_depth = 64, .no_unwind_reuse = no_reuse,
+	};
+	struct cp_target *target = NULL;
+	struct cp_unwinder *unwinder = NULL;
+	struct cp_symbols *symbols = NULL;
+	struct cp_profile *profile = cp_profile_new();
+	struct cp_heap *heap = NULL;
+	const struct cp_heap_summary *s;
+	enum cp_heap_end end = CP_HEAP_DEADLINE;
+	uint64_t limit = monotonic_ns() + WORK_TIMEOUT_MS * 1000000ull;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/fixtures/heap-pairs", CP_BUILD_DIR);
+	snprintf(count, sizeof(count), "%u", pairs);
+	char *argv[] = { path, count, "3", "alternate", NULL };
+	ck_assert_ptr_nonnull(profile);
+	rc = cp_target_launch(argv, CP_TARGET_FOLLOW_CLONES |
+				      CP_TARGET_FOLLOW_FORKS,
+			      &target);
+	CHECK(rc == 0, "cannot launch %s: %s", path, cp_strerror(-rc));
+	ck_assert_int_eq(cp_unwinder_new(cp_target_pid(target), &unwinder),
+			 0);
+	ck_assert_int_eq(cp_symbols_new(cp_target_pid(target),
+					&symbol_options, &symbols), 0);
+	rc = cp_heap_start(target, unwinder, symbols, profile, &options,
+			   &heap);
+	CHECK(rc == 0, "cp_heap_start: %s", cp_strerror(-rc));
+	while (end != CP_HEAP_EXITED) {
+		rc = cp_heap_run_until(heap, monotonic_ns() + 100000000u,
+				       NULL, &end);
+		CHECK(rc == 0, "cp_heap_run_until: %s", cp_strerror(-rc));
+		CHECK(monotonic_ns() < limit,
+		      "heap-pairs did not end within %d s",
+		      WORK_TIMEOUT_MS / 1000);
+	}
+	ck_assert_int_eq(cp_heap_finish(heap), 0);
+	ck_assert_int_eq(cp_target_detach_status(target), 0);
+	cp_heap_resolve(heap);
+	s = cp_heap_summary(heap);
+	*even = *odd = 0;
+	for (size_t i = 0; i < s->nsites; i++) {
+		const char *leaf = frame_function(profile, s->sites[i].stack, 0);
+		const char *via = frame_function(profile, s->sites[i].stack, 1);
+
+		if (strcmp(leaf, "pairs_leaf") != 0)
+			continue;
+		if (strcmp(via, "pairs_via_even") == 0)
+			*even += s->sites[i].alloc_count;
+		else if (strcmp(via, "pairs_via_odd") == 0)
+			*odd += s->sites[i].alloc_count;
+		else
+			ck_abort_msg("pairs_leaf called from \"%s\"", via);
+	}
+	*reused = s->unwinds_reused;
+	ck_assert_uint_eq(s->lost_returns, 0);
+	cp_heap_free(heap);
+	cp_profile_free(profile);
+	cp_symbols_free(symbols);
+	cp_unwinder_free(unwinder);
+}
+
+/* An allocation whose registers and stack bytes are an earlier one's
+ * takes that one's frames without unwinding; twin callers with the same
+ * frame (the same registers, only a return address apart in the stack)
+ * are still told apart, as they are when every stack is unwound.  */
+START_TEST(test_unwind_reuse)
+{
+	uint64_t even, odd, reused;
+
+	trace_twins(2000, false, &even, &odd, &reused);
+	ck_assert_uint_eq(even, 1000);
+	ck_assert_uint_eq(odd, 1000);
+	/* All but the first of each twin (and what printf's buffer or an
+	 * unlucky set pushed out).  */
+	CHECK(reused >= 1900, "only %llu of 2000 unwinds reused",
+	      (unsigned long long)reused);
+	trace_twins(2000, true, &even, &odd, &reused);
+	ck_assert_uint_eq(even, 1000);
+	ck_assert_uint_eq(odd, 1000);
+	ck_assert_uint_eq(reused, 0);
+}
+END_TEST
+
 /* --------------------------------------------------------------- suite */
 
 static TCase *new_case(Suite *suite, const char *name, double timeout)
@@ -1901,6 +2012,7 @@ static Suite *heap_suite(void)
 
 	tcase = new_case(suite, "windows", 120);
 	tcase_add_test(tcase, test_windows_one_attach);
+	tcase_add_test(tcase, test_unwind_reuse);
 
 	tcase = new_case(suite, "jemalloc", 120);
 	tcase_add_test(tcase, test_leak_jemalloc);

@@ -43,6 +43,10 @@ struct cp_heap_options {
 			       * (tests the fallback) */
 	enum cp_unwind_mode unwind; /* how an allocation's stack is taken
 				     * (cprof/capture.h); 0: snapshot */
+	/* Unwind every allocation's stack, even when its registers and
+	 * stack bytes are those of an allocation unwound before (whose
+	 * frames are reused otherwise: the same input, the same frames).  */
+	bool no_unwind_reuse;
 	/* Problems the caller may want to show (a byte that could not be
 	 * restored); may be NULL.  The library never prints.  */
 	void (*warn)(void *arg, const char *message);

@@ -157,6 +157,9 @@ struct cp_heap_summary {
 	uint64_t sizes[CP_HEAP_SIZE_BUCKETS]; /* allocations by size */
 	uint64_t lost_returns;    /* calls whose return we never saw */
 	uint64_t stepped;         /* traps handled by single-stepping */
+	uint64_t unwinds_reused;  /* allocations whose stack was an earlier
+				   * unwind's: same registers, same stack
+				   * bytes (cp_heap_options.no_unwind_reuse) */
 	uint64_t vfork_children, fork_children;
 	bool target_exited, target_exec, interrupted;
 	const struct cp_heap_site *sites; /* by stack id; may have gaps */

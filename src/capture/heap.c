@@ -331,6 +331,7 @@ const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *h)
 	s->reallocs = h->s.reallocs;
 	s->lost_returns = h->s.lost_returns;
 	s->stepped = h->s.stepped;
+	s->unwinds_reused = h->s.unwinds_reused;
 	s->vfork_children = h->s.vfork_children;
 	s->fork_children = h->s.fork_children;
 	s->target_exited = h->s.target_exited;
@@ -359,6 +360,8 @@ void cp_heap_free(struct cp_heap *h)
 	cp_heaptable_free(h->table);
 	cp_int3_steps_free(&h->steps);
 	cp_capture_slot_free(&h->slot);
+	for (size_t i = 0; i < UNWIND_MEMO_SLOTS; i++)
+		free(h->memo[i].bytes);
 	cp_capture_free(h->capture);
 	free(h->pcs);
 	free(h->locs);

@@ -164,6 +164,7 @@ static void set_loader_bp(struct cp_heap *h, uint64_t addr)
  * map_files with it.  */
 static void mappings_changed(struct cp_heap *h)
 {
+	cp_heap_memo_forget(h);
 	cp_unwinder_invalidate(h->unwinder);
 	cp_symbols_capture(h->symbols);
 }
@@ -258,11 +259,132 @@ out:
 
 /* ------------------------------------------------------ traps */
 
+/* The registers of a memo's key: the pc, the stack and frame pointers.
+ * An unwind whose rules need no other register (the unwinder says so:
+ * cp_unwinder_unwind_partial) gives frames that depend on these, the
+ * stack bytes and the code alone; the callee-saved registers, which
+ * change with every iteration of an allocating loop, are left out.  */
+static void memo_regs(const struct user_regs_struct *r, uint64_t *out)
+{
+	out[0] = r->rip;
+	out[1] = r->rsp;
+	out[2] = r->rbp;
+}
+
+/* The memo set (UNWIND_MEMO_WAYS slots) for the copy in SNAP whose
+ * registers are REGS.  */
+static struct unwind_memo *memo_set(struct cp_heap *h, const uint64_t *regs,
+				    const struct cp_snapshot *snap)
+{
+	uint64_t ret = 0;
+	uint64_t sp = regs[1];
+	if (sp >= snap->stack_addr && snap->stack_len >= 8 &&
+	    sp - snap->stack_addr <= snap->stack_len - 8)
+		memcpy(&ret, snap->stack + (sp - snap->stack_addr), 8);
+	uint64_t key = (regs[0] * 0x9e3779b97f4a7c15ull) ^ (sp >> 4) ^
+		       (ret * 0xc2b2ae3d27d4eb4full);
+	key ^= key >> 29;
+	size_t sets = UNWIND_MEMO_SLOTS / UNWIND_MEMO_WAYS;
+	return &h->memo[key % sets * UNWIND_MEMO_WAYS];
+}
+
+/* The part of SNAP an unwind from an allocator's entry reads: from the
+ * stack pointer REGS[1] up (the copy begins below it, at the red zone,
+ * which holds what earlier calls left there: the innermost frame is at
+ * its first instruction and has nothing there, and every outer frame is
+ * above it).  False when the stack pointer is not in the copy.  */
+static bool memo_bytes(const uint64_t *regs, const struct cp_snapshot *snap,
+		       const unsigned char **bytes, size_t *len)
+{
+	uint64_t sp = regs[1];
+	if (sp < snap->stack_addr || sp - snap->stack_addr >= snap->stack_len)
+		return false;
+	*bytes = snap->stack + (sp - snap->stack_addr);
+	*len = snap->stack_len - (size_t)(sp - snap->stack_addr);
+	return true;
+}
+
+/* True when M was unwound from exactly these registers and stack bytes:
+ * the unwind would read the same and give the same frames (the code and
+ * unwind tables it reads do not change while the mappings do not).  */
+static bool memo_matches(const struct unwind_memo *m, const uint64_t *regs,
+			 const unsigned char *bytes, size_t len)
+{
+	return m->valid && memcmp(m->regs, regs, sizeof(m->regs)) == 0 &&
+	       m->stack_len == len && memcmp(m->bytes, bytes, len) == 0;
+}
+
+static void memo_keep(struct unwind_memo *m, const uint64_t *regs,
+		      const unsigned char *bytes, size_t len, uint32_t stack,
+		      uint64_t now)
+{
+	m->valid = false;
+	if (len > UNWIND_MEMO_MAX_BYTES)
+		return;
+	if (m->cap < len) {
+		unsigned char *grown = realloc(m->bytes, len);
+		if (!grown)
+			return;
+		m->bytes = grown;
+		m->cap = len;
+	}
+	memcpy(m->regs, regs, sizeof(m->regs));
+	m->stack_len = len;
+	memcpy(m->bytes, bytes, len);
+	m->stack = stack;
+	m->valid = true;
+	m->used = now;
+}
+
 /* Unwind the copy taken at an outermost entry into a stack id: the
- * allocator's own frame is left out, the caller comes first.  */
+ * allocator's own frame is left out, the caller comes first.  The same
+ * registers and stack bytes as an unwind kept give its stack id.  */
 static void record_stack(struct cp_heap *h, struct tstate *ts)
 {
-	size_t n = cp_capture_unwind(h->capture, &h->slot, h->pcs,
+	const struct cp_snapshot *snap = &h->slot.snap;
+	uint64_t regs[UNWIND_MEMO_REGS];
+	struct unwind_memo *memo = NULL;
+	const unsigned char *bytes = NULL;
+	size_t len = 0;
+	memo_regs(&snap->regs, regs);
+	if (!h->o.no_unwind_reuse && h->o.unwind == CP_UNWIND_SNAPSHOT &&
+	    memo_bytes(regs, snap, &bytes, &len)) {
+		struct unwind_memo *set = memo_set(h, regs, snap);
+		h->memo_clock++;
+		for (size_t w = 0; w < UNWIND_MEMO_WAYS; w++) {
+			if (memo_matches(&set[w], regs, bytes, len)) {
+				set[w].used = h->memo_clock;
+				ts->stack = set[w].stack;
+				h->s.unwinds_reused++;
+				return;
+			}
+			/* The slot to fill after this unwind: an empty one,
+			 * else the least recently used.  */
+			if (!memo || (memo->valid &&
+				      (!set[w].valid ||
+				       set[w].used < memo->used)))
+				memo = &set[w];
+		}
+	}
+	size_t n = 0;
+	if (memo) {
+		/* Unwound knowing only the registers of the key: when no
+		 * frame's rule needs another one, the frames are a full
+		 * unwind's and depend on nothing else; else it is unwound
+		 * again in full, and not kept.  */
+		struct cp_unwind_partial partial = {
+			.known = CP_UNWIND_REG(CP_REG_RIP) |
+				 CP_UNWIND_REG(CP_REG_RSP) |
+				 CP_UNWIND_REG(CP_REG_RBP),
+		};
+		cp_target_learn_stack(h->target, snap->tid, regs[1]);
+		n = cp_unwinder_unwind_partial(h->unwinder, snap, &partial,
+					       h->pcs, h->o.max_depth + 1);
+		if (partial.needed || partial.rbp_scanned)
+			memo = NULL;
+	}
+	if (!memo)
+		n = cp_capture_unwind(h->capture, &h->slot, h->pcs,
 				      h->o.max_depth + 1);
 	size_t first = n > 1 ? 1 : 0;
 	size_t depth = 0;
@@ -275,10 +397,13 @@ static void record_stack(struct cp_heap *h, struct tstate *ts)
 		h->locs[depth++] = loc;
 	}
 	uint32_t stack = cp_profile_intern_stack(h->profile, h->locs, depth);
-	if (stack == UINT32_MAX)
+	if (stack == UINT32_MAX) {
 		cp_heap_fail(h, -CP_E_NOMEM);
-	else
-		ts->stack = stack;
+		return;
+	}
+	ts->stack = stack;
+	if (memo)
+		memo_keep(memo, regs, bytes, len, stack, h->memo_clock);
 }
 
 static enum cp_target_trap entry_trap(struct cp_heap *h, pid_t tid,
@@ -413,7 +538,10 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		h->s.lost_returns++;
 	}
 	bool outer = !ts->in_call && !vfork_child;
-	bool want_stack = false;
+	const struct user_regs_struct at_args = regs;
+	/* The return address to hijack (0: none): read from the stack copy
+	 * the unwinder gets.  */
+	uint64_t ret = 0;
 	if (outer) {
 		const struct cp_heap_entry *e = &h->entries[bp->tag];
 		h->s.calls[bp->tag]++;
@@ -432,12 +560,10 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 			};
 			emit(h, &ev);
 		} else {
-			/* Copy the stack for the unwinder, then send the
-			 * return to our int3.  */
+			/* Copy the stack for the unwinder.  */
 			struct user_regs_struct at_entry = regs;
 			cp_abi_set_pc(&at_entry, pc);
 			const struct cp_snapshot *snap = &h->slot.snap;
-			uint64_t ret = 0;
 			if (cp_capture_take_regs(h->capture, tid, &at_entry,
 						 &h->slot) == 0 &&
 			    sp >= snap->stack_addr && snap->stack_len >= 8 &&
@@ -447,22 +573,19 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 				       8);
 			else
 				cp_heap_read_u64(h->pid, sp, &ret);
-			uint64_t fake = pc;
-			if (ret && cp_target_write(h->pid, sp, &fake, 8) == 0) {
-				ts->in_call = true;
-				ts->entry = bp->tag;
-				ts->slot = sp;
-				ts->ret = ret;
-				ts->fake = fake;
-				for (unsigned a = 0; a < CP_ABI_REG_ARGS; a++)
-					ts->args[a] = cp_abi_arg(&regs, a);
-				want_stack = true;
-			} else {
+			if (!ret)
 				h->s.lost_returns++;
-			}
 		}
 	}
+	/* Send the return to our int3: the entry address written over
+	 * the return address.  */
+	uint64_t fake = pc;
+	bool want_stack = false;
 	if (!bp->emulate) {
+		if (ret && cp_target_write(h->pid, sp, &fake, 8) == 0)
+			want_stack = true;
+		else if (ret)
+			h->s.lost_returns++;
 		/* Step the original instruction with every thread held,
 		 * from the main loop (not from inside this callback).  */
 		cp_abi_set_pc(&regs, pc);
@@ -470,7 +593,13 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		if (cp_int3_queue(&h->steps, tid) < 0)
 			cp_heap_fail(h, -CP_E_NOMEM);
 	} else {
-		if (emulate(h, bp, pc, &regs) < 0) {
+		/* The displaced instruction's writes (malloc's first
+		 * instruction is a push, into the slot below the return
+		 * address) and the hijack go out in one system call.  */
+		struct user_regs_struct at_trap = regs;
+		struct cp_int3_writes writes;
+		if (cp_int3_emulate_gather(h->pid, bp, pc, &regs, &writes) <
+		    0) {
 			/* Cannot continue it correctly: rewind so it runs the
 			 * real instruction once we restore the byte.  */
 			cp_abi_set_pc(&regs, pc);
@@ -478,6 +607,30 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 				cp_heap_fail(h, -CP_E_SYS);
 			return CP_TRAP_HANDLED;
 		}
+		bool merged = ret && cp_int3_writes_add(&writes, sp, &fake, 8);
+		if (cp_int3_writes_flush(h->pid, &writes) < 0) {
+			/* The instruction did not happen: rewind it.  */
+			cp_abi_set_pc(&at_trap, pc);
+			if (cp_target_set_regs(h->target, tid, &at_trap) == 0)
+				cp_heap_fail(h, -CP_E_SYS);
+			return CP_TRAP_HANDLED;
+		}
+		if (merged ||
+		    (ret && cp_target_write(h->pid, sp, &fake, 8) == 0))
+			want_stack = true;
+		else if (ret)
+			h->s.lost_returns++;
+	}
+	if (want_stack) {
+		ts->in_call = true;
+		ts->entry = bp->tag;
+		ts->slot = sp;
+		ts->ret = ret;
+		ts->fake = fake;
+		for (unsigned a = 0; a < CP_ABI_REG_ARGS; a++)
+			ts->args[a] = cp_abi_arg(&at_args, a);
+	}
+	if (bp->emulate) {
 		/* A thread killed meanwhile (another thread's execve or
 		 * exit_group) takes no registers: it is gone, nothing to
 		 * continue, nothing failed.  */
@@ -587,6 +740,7 @@ void cp_heap_trap_on_exec(void *arg)
 	h->entry.inserted = false;
 	h->loader.inserted = false;
 	h->nthreads = 0;
+	cp_heap_memo_forget(h);
 	h->s.target_exec = true;
 	h->phase = DONE;
 }

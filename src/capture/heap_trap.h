@@ -38,6 +38,28 @@ struct tstate {
 
 enum phase { WAIT_EXEC, WAIT_ENTRY, TRACING, DONE };
 
+/* An unwind kept for reuse: the registers an unwind can start from and
+ * the stack bytes it could read, and the stack id it gave.  An allocation in a
+ * loop traps with the same registers and the same stack bytes every
+ * time: the same frames, without unwinding again.  */
+#define UNWIND_MEMO_SLOTS 64
+#define UNWIND_MEMO_WAYS 4   /* slots per set: twin callers of one
+			      * allocating function trap with the same
+			      * pc, stack pointer and return address */
+#define UNWIND_MEMO_REGS 3 /* see memo_regs */
+#define UNWIND_MEMO_MAX_BYTES (64 * 1024) /* larger copies are not kept */
+
+struct unwind_memo {
+	bool valid;
+	uint64_t regs[UNWIND_MEMO_REGS]; /* see memo_regs */
+	size_t stack_len;         /* bytes of the copy from the stack
+				   * pointer up */
+	unsigned char *bytes;     /* those bytes */
+	size_t cap;
+	uint32_t stack;           /* the stack id it was unwound into */
+	uint64_t used;            /* the memo's clock at its last use */
+};
+
 struct cp_heap {
 	struct cp_target *target;
 	struct cp_session *session; /* whose hook list ours are in, or NULL:
@@ -67,6 +89,10 @@ struct cp_heap {
 	struct cp_capture_slot slot; /* what the last entry took */
 	uint64_t *pcs;
 	uint32_t *locs;
+	/* Unwinds kept for reuse, by a hash of pc, stack pointer and return
+	 * address; forgotten when the mappings change.  */
+	struct unwind_memo memo[UNWIND_MEMO_SLOTS];
+	uint64_t memo_clock;
 	int error;                /* first internal failure */
 	struct cp_heap_summary s; /* the tracer's fields (calls, traced,
 				   * module, reallocs, returns, steps, forks,
@@ -85,6 +111,14 @@ static inline uint64_t cp_heap_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Forget every unwind kept for reuse (the mappings changed: the same
+ * stack bytes may unwind or symbolize differently).  */
+static inline void cp_heap_memo_forget(struct cp_heap *h)
+{
+	for (size_t i = 0; i < UNWIND_MEMO_SLOTS; i++)
+		h->memo[i].valid = false;
 }
 
 /* The first internal failure is kept.  */

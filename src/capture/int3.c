@@ -85,6 +85,80 @@ int cp_int3_emulate(pid_t pid, const struct cp_int3 *bp, uint64_t pc,
 		       : 0;
 }
 
+bool cp_int3_writes_add(struct cp_int3_writes *w, uint64_t addr,
+			const void *buf, size_t len)
+{
+	if (len > sizeof(w->buf))
+		return false;
+	if (w->len == 0) {
+		w->addr = addr;
+		memcpy(w->buf, buf, len);
+		w->len = len;
+		return true;
+	}
+	if (w->len + len > sizeof(w->buf))
+		return false;
+	if (addr == w->addr + w->len) {
+		memcpy(w->buf + w->len, buf, len);
+	} else if (addr + len == w->addr) {
+		memmove(w->buf + len, w->buf, w->len);
+		memcpy(w->buf, buf, len);
+		w->addr = addr;
+	} else {
+		return false;
+	}
+	w->len += len;
+	return true;
+}
+
+int cp_int3_writes_flush(pid_t pid, struct cp_int3_writes *w)
+{
+	if (w->len == 0)
+		return 0;
+	int rc = cp_target_write(pid, w->addr, w->buf, w->len) == 0
+			 ? 0
+			 : -CP_E_SYS;
+	w->len = 0;
+	return rc;
+}
+
+/* The gathering emulation's memory: reads from the target (what it
+ * reads was not written by this instruction: the forms insn.h knows
+ * read before they write), writes into the buffer.  */
+struct gather {
+	pid_t pid;
+	struct cp_int3_writes *writes;
+};
+
+static int gather_read(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	struct gather *g = arg;
+	return cp_target_read(g->pid, addr, buf, len) == (ssize_t)len ? 0
+								      : -1;
+}
+
+static int gather_write(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	struct gather *g = arg;
+	return cp_int3_writes_add(g->writes, addr, buf, len) ? 0 : -1;
+}
+
+int cp_int3_emulate_gather(pid_t pid, const struct cp_int3 *bp, uint64_t pc,
+			   struct user_regs_struct *regs,
+			   struct cp_int3_writes *writes)
+{
+	writes->len = 0;
+	if (bp->orig[0] == CP_INT3_RET)
+		return cp_int3_emulate(pid, bp, pc, regs); /* writes nothing */
+	struct gather g = {pid, writes};
+	if (cp_insn_emulate(&bp->insn, pc, regs, gather_read, gather_write,
+			    &g) < 0) {
+		writes->len = 0;
+		return -1;
+	}
+	return 0;
+}
+
 int cp_int3_step(struct cp_target *target, pid_t tid, struct cp_int3 *bp)
 {
 	pid_t pid = cp_target_pid(target);

@@ -51,6 +51,33 @@ int cp_int3_restore(pid_t pid, const struct cp_int3 *bp);
 int cp_int3_emulate(pid_t pid, const struct cp_int3 *bp, uint64_t pc,
 		    struct user_regs_struct *regs);
 
+/* Writes to the target's memory gathered for one system call: the
+ * emulation of a displaced `push` (heap mode's entries) writes the slot
+ * just below the return address the caller then hijacks, so both go out
+ * in one process_vm_writev.  */
+struct cp_int3_writes {
+	uint64_t addr;      /* target address of buf[0] */
+	size_t len;         /* bytes gathered, 0: none */
+	uint8_t buf[64];
+};
+
+/* cp_int3_emulate, with the instruction's memory writes gathered into
+ * WRITES (emptied first) instead of written: cp_int3_writes_flush writes
+ * them.  An instruction whose writes do not fit WRITES, or are not
+ * contiguous, fails like a failed write (-1, REGS unchanged).  */
+int cp_int3_emulate_gather(pid_t pid, const struct cp_int3 *bp, uint64_t pc,
+			   struct user_regs_struct *regs,
+			   struct cp_int3_writes *writes);
+
+/* Add LEN bytes at ADDR to WRITES when they extend it without a gap
+ * (either side) and fit.  Returns true when added.  */
+bool cp_int3_writes_add(struct cp_int3_writes *writes, uint64_t addr,
+			const void *buf, size_t len);
+
+/* Write what WRITES holds into PID and empty it.  Returns 0 or
+ * -CP_E_SYS.  */
+int cp_int3_writes_flush(pid_t pid, struct cp_int3_writes *writes);
+
 /* Step thread TID, held at BP's address, over the displaced instruction:
  * the original byte back, one instruction, the int3 again.  The caller
  * holds every other thread when none may pass the address unseen (heap
