@@ -336,6 +336,26 @@ static void memo_keep(struct unwind_memo *m, const uint64_t *regs,
 	m->used = now;
 }
 
+/* True when every frame of PCS (N of them) is in code mapped from a
+ * file and not writable: code that does not change while the mappings
+ * do not.  A frame in JIT code (anonymous or writable memory, which the
+ * unwinder reads from the target, not from the stack copy) can be
+ * replaced at the same address: its unwind is not kept.  */
+static bool frames_in_files(struct cp_heap *h, const uint64_t *pcs, size_t n)
+{
+	struct cp_addrspace *space = cp_unwinder_addrspace(h->unwinder);
+	const struct cp_addrspace_view *view = cp_addrspace_view(space);
+	bool ok = true;
+	for (size_t i = 0; i < n && ok; i++) {
+		uint64_t pc = cp_unwind_address(pcs[i]) - (i ? 1 : 0);
+		const struct cp_map *m = cp_maps_find(view->maps, pc);
+		ok = m && !m->writable &&
+		     (m->path[0] == '/' || strcmp(m->path, "[vdso]") == 0);
+	}
+	cp_addrspace_view_release(view);
+	return ok;
+}
+
 /* Unwind the copy taken at an outermost entry into a stack id: the
  * allocator's own frame is left out, the caller comes first.  The same
  * registers and stack bytes as an unwind kept give its stack id.  */
@@ -380,7 +400,8 @@ static void record_stack(struct cp_heap *h, struct tstate *ts)
 		cp_target_learn_stack(h->target, snap->tid, regs[1]);
 		n = cp_unwinder_unwind_partial(h->unwinder, snap, &partial,
 					       h->pcs, h->o.max_depth + 1);
-		if (partial.needed || partial.rbp_scanned)
+		if (partial.needed || partial.rbp_scanned ||
+		    !frames_in_files(h, h->pcs, n))
 			memo = NULL;
 	}
 	if (!memo)
