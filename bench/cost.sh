@@ -58,7 +58,7 @@ BASE=${BASE:-}
 BASE=${BASE%/}
 QUICK=${QUICK:-0}
 if [[ $QUICK == 1 ]]; then
-	d_reps=2 d_secs=2 d_floor=500 d_pairs=5000 d_tpairs=10000 d_work=1 d_slow=3 d_churn=4
+	d_reps=2 d_secs=2 d_floor=500 d_pairs=5000 d_tpairs=10000 d_work=1 d_slow=3 d_churn=8
 else
 	d_reps=3 d_secs=3 d_floor=1000 d_pairs=20000 d_tpairs=40000 d_work=2 d_slow=5 d_churn=10
 fi
@@ -472,6 +472,7 @@ slowdown_runs() {
 				continue
 			fi
 			record "slow.$c" "$ns"
+			record "slowrep.$rep.$c" "$ns"
 		done
 		record slow.load "$(load)"
 	done
@@ -489,9 +490,14 @@ fi
 status_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 # cprof-attach -F 999 on stackchurn for CHURN_SECONDS: the worker's VmRSS
-# at 1 s and at the end, the distinct stacks of the profile (folded lines).
+# every 0.1 s and the distinct stacks of the profile (folded lines).  The
+# growth is taken over the second half of the run (after the start-up's
+# symbolization), from its last drop of VmRSS (the symbolizer lets go of
+# modules and trims the heap now and then, 80d072e) to the last reading,
+# over the stacks that came in that time if they come at a steady rate
+# (stackchurn makes a new one in most samples).
 churn_run() { # NAME DIR
-	local name=$1 dir=$2 target attach worker="" i r1="" rlast="" v stacks rc=0
+	local name=$1 dir=$2 target attach worker="" i v stacks rc=0 t0 line
 	"$B/stackchurn" >/dev/null &
 	target=$!
 	track "$target"
@@ -499,12 +505,13 @@ churn_run() { # NAME DIR
 	"$dir/cprof-attach" -F 999 -d "$CHURN_SECONDS" -q -o "$TMP/churn.folded" "$target" 2>"$TMP/churn.err" &
 	attach=$!
 	track "$attach"
+	t0=$EPOCHREALTIME
+	: >"$TMP/churn.rss"
 	for ((i = 1; i <= CHURN_SECONDS * 10 + 100; i++)); do
 		[[ -z $worker ]] && worker=$(awk '{ print $1 }' "/proc/$attach/task/$attach/children" 2>/dev/null)
 		if [[ -n $worker ]]; then
 			v=$(status_kb "$worker" VmRSS)
-			[[ -n $v ]] && rlast=$v
-			((i == 10)) && r1=$v
+			[[ -n $v ]] && echo "$t0 $EPOCHREALTIME $v" >>"$TMP/churn.rss"
 			((i == 20)) && record "churn.hwm2s.$name" "$(status_kb "$worker" VmHWM)"
 		fi
 		kill -0 "$attach" 2>/dev/null || break
@@ -514,17 +521,29 @@ churn_run() { # NAME DIR
 	wait "$attach" || rc=$?
 	stop_pid "$attach"
 	stop_pid "$target"
-	if [[ $rc != 0 || ! -s $TMP/churn.folded || -z $r1 || -z $rlast ]]; then
+	if [[ $rc != 0 || ! -s $TMP/churn.folded || ! -s $TMP/churn.rss ]]; then
 		note_failure "$name cprof-attach on stackchurn (exit $rc): $(tail -n1 "$TMP/churn.err")"
 		return
 	fi
 	stacks=$(wc -l <"$TMP/churn.folded")
 	record "churn.stacks.$name" "$stacks"
-	record "churn.rss1.$name" "$r1"
+	# "bytes_per_stack t_from rss_from rss_last": the readings of the second
+	# half of the run, from the last drop of VmRSS in it, if that leaves a
+	# fifth of the run
+	line=$(awk -v s="$stacks" '{ t[NR] = $2 - $1; r[NR] = $3 }
+		END { n = NR; tl = t[n]; from = 0
+			for (i = 1; i <= n; i++) {
+				if (t[i] < tl / 2) continue
+				if (!from || r[i] < r[i - 1] - 256) from = i
+			}
+			if (!from || tl - t[from] < tl / 5) { print "nan", "nan", "nan", r[n]; exit }
+			k = s * (tl - t[from]) / tl
+			print (k > 0 ? (r[n] - r[from]) * 1024 / k : "nan"), t[from], r[from], r[n] }' "$TMP/churn.rss")
+	read -r v i r1 rlast <<<"$line"
+	record "churn.bps.$name" "$v"
+	record "churn.tfrom.$name" "$i"
+	record "churn.rssfrom.$name" "$r1"
 	record "churn.rssend.$name" "$rlast"
-	# stacks seen after the first second, if they come at a steady rate
-	record "churn.bps.$name" "$(awk -v a="$r1" -v b="$rlast" -v s="$stacks" -v d="$CHURN_SECONDS" \
-		'BEGIN { n = s * (d - 1) / d; print (n > 0 ? (b - a) * 1024 / n : "nan") }')"
 }
 
 memory_runs() {
@@ -532,13 +551,15 @@ memory_runs() {
 	if [[ -x $SRC/rss_start.sh || -f $SRC/rss_start.sh ]]; then
 		for spec in "${BUILDS[@]}"; do
 			name=${spec%%=*} dir=${spec#*=}
-			# bench/rss_start.sh: the worker's VmHWM at the end of a 3 s
-			# run at 99 Hz on the workload (debug files as installed).
-			if DURATION=3 TARGETS=workload NODEBUG=0 bash "$SRC/rss_start.sh" "$dir" >"$TMP/rss.out" 2>"$TMP/rss.err"; then
+			# bench/rss_start.sh: the worker's VmHWM and VmRSS at the end
+			# of a 5 s run at 99 Hz on the workload (debug files as
+			# installed).
+			if DURATION=5 TARGETS=workload NODEBUG=0 bash "$SRC/rss_start.sh" "$dir" >"$TMP/rss.out" 2>"$TMP/rss.err"; then
 				line=$(awk '$1 == "target" { for (i = 1; i <= NF; i++) col[$i] = i; next }
-					$1 == "workload" && col["hwm_end"] { print $col["hwm_end"] }' "$TMP/rss.out")
-				if [[ $line =~ ^[0-9]+$ ]]; then
-					record "rss_start.hwmend.$name" "$line"
+					$1 == "workload" && col["hwm_end"] { print $col["hwm_end"], $col["rss_end"] }' "$TMP/rss.out")
+				if [[ $line =~ ^[0-9]+\ [0-9]+$ ]]; then
+					record "rss_start.hwmend.$name" "${line% *}"
+					record "rss_start.rssend.$name" "${line#* }"
 				else
 					note_failure "bench/rss_start.sh $dir: no workload line in its output"
 				fi
