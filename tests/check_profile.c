@@ -212,6 +212,193 @@ START_TEST(stacks)
 }
 END_TEST
 
+/* xorshift64: the same sequence every run.  */
+static uint64_t next_random(uint64_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
+}
+
+/* Stacks that share, extend, end inside and leave each other's paths (the
+ * prefix tree's splits): every one reads back as interned, interning it
+ * again gives its id, and ids are dense in the order first interned.  */
+START_TEST(stacks_tree)
+{
+	enum { NSTACKS = 3000, MAXDEPTH = 24, NLOCS = 6 };
+	uint32_t locs[NLOCS + 100];
+	for (size_t i = 0; i < NLOCS; i++)
+		locs[i] = frame(0x1000 + i, "f");
+	/* ids from 64 up take two bytes of a run, from 8192 three */
+	for (size_t i = 0; i < 100; i++)
+		locs[NLOCS + i] = frame(0x9000 + i, "g");
+	for (uint32_t i = 0; i < 9000; i++)
+		frame(0x20000 + i, "h");
+	uint32_t big = frame(0x30000, "big");
+	static uint32_t paths[NSTACKS][MAXDEPTH];
+	static size_t depths[NSTACKS];
+	static uint32_t ids[NSTACKS];
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	uint32_t next_id = 0;
+	for (size_t i = 0; i < NSTACKS; i++) {
+		/* often a prefix or an extension of an earlier stack */
+		size_t depth = next_random(&rng) % MAXDEPTH;
+		size_t from = i ? next_random(&rng) % i : 0;
+		size_t keep = i ? next_random(&rng) % (depths[from] + 1) : 0;
+		if (keep > depth)
+			keep = depth;
+		/* the outer KEEP frames of stack FROM, then random ones */
+		for (size_t d = 0; d < keep; d++)
+			paths[i][depth - 1 - d] =
+				paths[from][depths[from] - 1 - d];
+		for (size_t d = keep; d < depth; d++) {
+			uint64_t r = next_random(&rng);
+			paths[i][depth - 1 - d] =
+				r % 50 == 0 ? big
+					    : locs[r % (r % 7 ? NLOCS : NLOCS + 100)];
+		}
+		depths[i] = depth;
+		ids[i] = intern_stack(paths[i], depth);
+		/* dense, in the order first interned */
+		bool seen = false;
+		for (size_t j = 0; j < i && !seen; j++)
+			if (depths[j] == depth &&
+			    memcmp(paths[j], paths[i],
+				   depth * sizeof(uint32_t)) == 0) {
+				ck_assert_uint_eq(ids[i], ids[j]);
+				seen = true;
+			}
+		if (!seen)
+			ck_assert_uint_eq(ids[i], next_id++);
+	}
+	for (size_t i = 0; i < NSTACKS; i++) {
+		ck_assert_uint_eq(intern_stack(paths[i], depths[i]), ids[i]);
+		ck_assert_uint_eq(cp_profile_stack_depth(profile, ids[i]),
+				  depths[i]);
+		uint32_t got[MAXDEPTH];
+		ck_assert_uint_eq(cp_profile_stack_locs(profile, ids[i], got,
+							MAXDEPTH),
+				  depths[i]);
+		ck_assert_mem_eq(got, paths[i], depths[i] * sizeof(uint32_t));
+		size_t n;
+		const uint32_t *borrowed = cp_profile_stack(profile, ids[i], &n);
+		ck_assert_uint_eq(n, depths[i]);
+		if (n)
+			ck_assert_mem_eq(borrowed, paths[i],
+					 n * sizeof(uint32_t));
+	}
+	/* too small a buffer: the depth, nothing copied */
+	size_t deepest = 0;
+	for (size_t i = 1; i < NSTACKS; i++)
+		if (depths[i] > depths[deepest])
+			deepest = i;
+	uint32_t one = 12345;
+	ck_assert_uint_eq(cp_profile_stack_locs(profile, ids[deepest], &one, 1),
+			  depths[deepest]);
+	ck_assert_uint_eq(one, 12345);
+	/* unknown ids */
+	size_t n = 7;
+	ck_assert_ptr_null(cp_profile_stack(profile, next_id, &n));
+	ck_assert_uint_eq(n, 0);
+	ck_assert_uint_eq(cp_profile_stack_depth(profile, next_id), 0);
+}
+END_TEST
+
+/* Issue 15 goal 5: the bytes a profile holds per distinct stack, for
+ * stacks that change all the time (bench/stackmem.c; before the prefix
+ * tree: about 150, 230 and 315 bytes at depths 5, 20 and 40).  */
+START_TEST(stack_memory)
+{
+	enum { NSTACKS = 50000 };
+	uint32_t locs[16];
+	for (size_t i = 0; i < 16; i++)
+		locs[i] = frame(0x1000 + i, "f");
+	static const struct {
+		size_t depth;
+		unsigned shared;  /* outer frames the same in every stack */
+		double bound;     /* bytes per distinct stack */
+	} cases[] = {
+		/* every frame random: shared only by chance */
+		{5, 0, 72}, {20, 0, 90}, {40, 0, 120},
+		/* a program's outer frames, then churn at the leaves */
+		{20, 16, 64}, {40, 36, 64},
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct cp_profile *p = cp_profile_new();
+		ck_assert_ptr_nonnull(p);
+		for (size_t i = 0; i < 16; i++) {
+			struct cp_line l = {.function = 0};
+			ck_assert_uint_eq(cp_profile_add_location(p, 0x1000 + i,
+								  0, &l, 1),
+					  locs[i]);
+		}
+		size_t before = cp_profile_bytes(p);
+		uint64_t rng = 88172645463325252ull;
+		uint32_t stack[64];
+		uint32_t distinct = 0;
+		for (size_t i = 0; i < NSTACKS; i++) {
+			size_t depth = cases[c].depth;
+			for (size_t d = 0; d < depth; d++)
+				stack[d] = d >= depth - cases[c].shared
+						   ? locs[d % 16]
+						   : locs[next_random(&rng) % 16];
+			uint32_t id = cp_profile_intern_stack(p, stack, depth);
+			ck_assert_uint_ne(id, UINT32_MAX);
+			if (id + 1 > distinct)
+				distinct = id + 1;
+			ck_assert_int_eq(cp_profile_add(p, 1, id, 1), 0);
+		}
+		ck_assert_uint_gt(distinct, NSTACKS / 2);
+		double per_stack = (double)(cp_profile_bytes(p) - before) /
+				   distinct;
+		fprintf(stderr, "stack_memory: depth %zu (%u shared): %.1f bytes per "
+		       "distinct stack\n",
+		       cases[c].depth, cases[c].shared, per_stack);
+		ck_assert_double_le(per_stack, cases[c].bound);
+		cp_profile_free(p);
+	}
+}
+END_TEST
+
+/* Values are kept only for profiles that have some, and read back by
+ * sample, also for samples added before the first values.  */
+START_TEST(sample_values)
+{
+	uint32_t a = frame(0x1000, "a"), b = frame(0x2000, "b");
+	uint32_t ab = STACK(b, a), just_a = STACK(a);
+	add(1, ab, 2);
+	const uint64_t *v = cp_profile_sample_values(profile, 0);
+	for (size_t i = 0; i < CP_PROFILE_VALUES; i++)
+		ck_assert_uint_eq(v[i], 0);
+	size_t cpu_bytes = cp_profile_bytes(profile);
+	const uint64_t one[CP_PROFILE_VALUES] = {1, 10, 100, 1000};
+	ck_assert_int_eq(cp_profile_add_values(profile, 2, just_a, 1, one), 0);
+	ck_assert_int_eq(cp_profile_add_values(profile, 2, just_a, 1, one), 0);
+	ck_assert_int_eq(cp_profile_add_values(profile, 1, ab, 0, one), 0);
+	ck_assert_uint_gt(cp_profile_bytes(profile), cpu_bytes);
+	size_t n;
+	const struct cp_sample *s = cp_profile_samples(profile, &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(s[0].count, 2);
+	ck_assert_uint_eq(s[1].count, 2);
+	v = cp_profile_sample_values(profile, 0);
+	ck_assert_uint_eq(v[0], 1);
+	ck_assert_uint_eq(v[3], 1000);
+	v = cp_profile_sample_values(profile, 1);
+	ck_assert_uint_eq(v[1], 20);
+	ck_assert_uint_eq(v[2], 200);
+	/* a heap profile's counts become one of its values */
+	cp_profile_set_heap_types(profile, 3);
+	s = cp_profile_samples(profile, &n);
+	ck_assert_uint_eq(s[0].count, 1000);
+	ck_assert_uint_eq(s[1].count, 2000);
+	ck_assert_uint_eq(cp_profile_total(profile), 3000);
+	v = cp_profile_sample_values(profile, 2);
+	ck_assert_uint_eq(v[0], 0);
+}
+END_TEST
+
 START_TEST(samples_aggregate)
 {
 	uint32_t a = frame(0x1000, "a"), b = frame(0x2000, "b");
@@ -481,6 +668,9 @@ static Suite *profile_suite(void)
 	tcase_add_test(tc, intern_strings);
 	tcase_add_test(tc, locations);
 	tcase_add_test(tc, stacks);
+	tcase_add_test(tc, stacks_tree);
+	tcase_add_test(tc, stack_memory);
+	tcase_add_test(tc, sample_values);
 	tcase_add_test(tc, samples_aggregate);
 	tcase_add_test(tc, thread_names);
 	tcase_add_test(tc, free_null);

@@ -72,12 +72,12 @@ struct cp_location {
 	const struct cp_line *lines; /* innermost first */
 };
 
-/* One aggregated sample: a thread, a stack and a count.  */
+/* One aggregated sample: a thread, a stack and a count.  Its values, if
+ * any, through cp_profile_sample_values.  */
 struct cp_sample {
 	pid_t tid;          /* 0 when the thread is unknown */
 	uint32_t stack;     /* stack id */
 	uint64_t count;
-	uint64_t values[CP_PROFILE_VALUES]; /* cp_profile_add_values, or 0 */
 };
 
 struct cp_profile *cp_profile_new(void);
@@ -158,13 +158,33 @@ const struct cp_location *cp_profile_location(const struct cp_profile *p,
 					      uint32_t id);
 
 /* Intern a stack of location ids, LOCS[0] the innermost.  Returns the
- * stack id or UINT32_MAX.  */
+ * stack id or UINT32_MAX.  Stack ids are dense, in the order stacks were
+ * first interned.  Stacks are kept in a prefix tree from the outermost
+ * frame, so a stack costs only the frames it does not share with one
+ * interned before (see cp_profile_bytes).  */
 uint32_t cp_profile_intern_stack(struct cp_profile *profile,
 				 const uint32_t *locs, size_t n);
 
-/* The locations of stack ID, innermost first; *N set to their number.  */
+/* The number of locations of stack ID (0 for an unknown id).  */
+size_t cp_profile_stack_depth(const struct cp_profile *profile, uint32_t id);
+
+/* Copy the locations of stack ID, innermost first, into LOCS when they
+ * fit in CAP; returns their number (nothing copied when it is > CAP).  */
+size_t cp_profile_stack_locs(const struct cp_profile *profile, uint32_t id,
+			     uint32_t *locs, size_t cap);
+
+/* The locations of stack ID, innermost first; *N set to their number.
+ * Made on demand in a buffer of the calling thread: borrowed, valid until
+ * the calling thread's next cp_profile_stack (of any profile); NULL when
+ * out of memory or ID is unknown (*N then 0).  */
 const uint32_t *cp_profile_stack(const struct cp_profile *profile,
 				 uint32_t id, size_t *n);
+
+/* Bytes the profile holds for its stacks and samples (the prefix tree,
+ * its index, the stack and sample tables and their indexes, capacity
+ * included; not strings or locations): for a bound on the memory per
+ * distinct stack.  */
+size_t cp_profile_bytes(const struct cp_profile *profile);
 
 /* Add COUNT samples of stack STACK on thread TID.  Returns 0 or
  * -CP_E_NOMEM.  */
@@ -177,9 +197,17 @@ int cp_profile_add_values(struct cp_profile *profile, pid_t tid,
 			  uint32_t stack, uint64_t count,
 			  const uint64_t *values);
 
-/* The aggregated samples, one per distinct (thread, stack); borrowed.  */
+/* The aggregated samples, one per distinct (thread, stack), in the order
+ * first added; borrowed.  */
 const struct cp_sample *cp_profile_samples(const struct cp_profile *p,
 					   size_t *n);
+
+/* The CP_PROFILE_VALUES values of sample INDEX (in cp_profile_samples'
+ * order): what cp_profile_add_values added, zeros when nothing was.
+ * Borrowed, valid until the profile changes.  Values are stored only once
+ * a profile has some (heap profiles), not for every CPU sample.  */
+const uint64_t *cp_profile_sample_values(const struct cp_profile *p,
+					 size_t index);
 
 /* Total of all sample counts.  */
 uint64_t cp_profile_total(const struct cp_profile *profile);

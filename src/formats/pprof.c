@@ -500,11 +500,12 @@ static bool build_samples(struct builder *b, const struct profile_kind *kind,
 	uint32_t nlocations = cp_profile_location_count(b->p);
 	for (size_t i = 0; i < nsamples; i++) {
 		const struct cp_sample *cs = &samples[i];
+		const uint64_t *cs_values = cp_profile_sample_values(b->p, i);
 		bool weighs = cs->count > 0;
 		for (size_t v = 0; v < kind->nvalues && !weighs; v++)
 			if (kind->values[v].source >= VALUE_0)
-				weighs = cs->values[kind->values[v].source -
-						    VALUE_0] > 0;
+				weighs = cs_values[kind->values[v].source -
+						   VALUE_0] > 0;
 		if (!weighs)
 			continue;
 		size_t depth;
@@ -537,7 +538,7 @@ static bool build_samples(struct builder *b, const struct profile_kind *kind,
 			if (src == VALUE_PERIOD)
 				values[v] = count * period;
 			else if (src >= VALUE_0)
-				values[v] = (int64_t)cs->values[src - VALUE_0];
+				values[v] = (int64_t)cs_values[src - VALUE_0];
 			else
 				values[v] = count;
 		}

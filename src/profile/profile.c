@@ -1,6 +1,7 @@
 /* The profile: interned strings, locations, stacks and aggregated samples. */
 #include "cprof/profile.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +14,38 @@ struct thread_name {
 	uint32_t name; /* string id */
 };
 
-struct stack_ref {
-	size_t offset; /* into stack_locs */
-	uint32_t len;
+/* Stacks are paths in a prefix tree from the outermost frame (a radix
+ * tree: a node holds a run of one or more locations).  A stack costs the
+ * locations it does not share with a stack interned before, one byte each
+ * for the first 64 locations, and one or two nodes (its own, and the one a
+ * run is split into where it leaves an older stack's path), instead of a
+ * flat copy of every location.  */
+struct node {
+	uint32_t parent; /* node id; NO_NODE for the root */
+	uint32_t run;    /* offset in runs[] of the node's locations */
+	uint32_t stack;  /* the stack id that ends here, or NO_STACK */
 };
+
+/* A run: the node's locations, outermost first, each as LEB128 of
+ * loc << 1 | last, LAST set on the run's last location (so a split only
+ * sets one bit of the location before it).  */
+
+struct stack_ref {
+	uint32_t node;         /* where the stack ends */
+	uint32_t first_sample; /* its first sample, or NO_SAMPLE */
+};
+
+/* An open-addressing table of ids (id + 1 in each slot, 0 empty) whose
+ * keys the caller hashes and compares: 4 bytes a slot, no stored hash.  */
+struct idtable {
+	uint32_t *slots;
+	size_t cap; /* power of two */
+	size_t count;
+};
+
+#define NO_NODE UINT32_MAX
+#define NO_STACK UINT32_MAX
+#define NO_SAMPLE UINT32_MAX
 
 struct cp_profile {
 	/* strings: NUL-terminated, in blocks that never move, so a borrowed
@@ -31,15 +60,21 @@ struct cp_profile {
 	struct cp_location *locations;
 	uint32_t nlocations, locations_cap;
 
-	uint32_t *stack_locs;
-	size_t stack_locs_used, stack_locs_cap;
+	struct node *nodes; /* nodes[0] is the root, the empty stack's */
+	uint32_t nnodes, nodes_cap;
+	struct idtable node_index; /* (parent, first location) -> node */
+	uint8_t *runs;
+	size_t runs_used, runs_cap;
 	struct stack_ref *stacks;
 	uint32_t nstacks, stacks_cap;
-	struct cp_hashidx stack_index;
 
 	struct cp_sample *samples;
 	size_t nsamples, samples_cap;
-	struct cp_hashidx sample_index;
+	/* (tid, stack) -> sample, for the samples that are not their stack's
+	 * first (most stacks are seen on one thread) */
+	struct idtable sample_index;
+	uint64_t (*values)[CP_PROFILE_VALUES]; /* by sample; NULL until some */
+	size_t values_cap;
 	uint64_t total;
 
 	struct thread_name *threads;
@@ -58,7 +93,7 @@ static bool reserve(void *array, size_t size, size_t need, size_t *cap)
 		return true;
 	size_t n = *cap ? *cap : 64;
 	while (n < need)
-		n *= 2;
+		n += n / 2; /* not doubling: less slack in the big tables */
 	void *grown = realloc(*(void **)array, n * size);
 	if (!grown)
 		return false;
@@ -102,11 +137,13 @@ void cp_profile_free(struct cp_profile *p)
 	for (uint32_t i = 0; i < p->nlocations; i++)
 		free((void *)p->locations[i].lines);
 	free(p->locations);
-	free(p->stack_locs);
+	free(p->nodes);
+	free(p->node_index.slots);
+	free(p->runs);
 	free(p->stacks);
-	cp_hashidx_free(&p->stack_index);
 	free(p->samples);
-	cp_hashidx_free(&p->sample_index);
+	free(p->sample_index.slots);
+	free(p->values);
 	free(p->threads);
 	free(p->thread_ids);
 	free(p->mappings);
@@ -226,81 +263,420 @@ const struct cp_location *cp_profile_location(const struct cp_profile *p,
 	return id < p->nlocations ? &p->locations[id] : NULL;
 }
 
-struct stack_key {
-	const struct cp_profile *p;
-	const uint32_t *locs;
+/* The id in T under HASH that EQ accepts, or UINT32_MAX; *AT set to its
+ * slot (or the empty slot that ends the probe) when AT is not NULL.  */
+static uint32_t idtable_find(const struct idtable *t, uint64_t hash,
+			     bool (*eq)(const struct cp_profile *, uint32_t,
+					const void *),
+			     const struct cp_profile *p, const void *key,
+			     size_t *at)
+{
+	if (t->cap == 0)
+		return UINT32_MAX;
+	size_t mask = t->cap - 1;
+	for (size_t i = hash & mask;; i = (i + 1) & mask) {
+		uint32_t slot = t->slots[i];
+		if (slot == 0 || eq(p, slot - 1, key)) {
+			if (at)
+				*at = i;
+			return slot ? slot - 1 : UINT32_MAX;
+		}
+	}
+}
+
+/* Make room in T for EXTRA more ids (at most 3/4 full); the ids in it
+ * are rehashed with HASH_OF.  */
+static bool idtable_reserve(struct idtable *t, size_t extra,
+			    uint64_t (*hash_of)(const struct cp_profile *,
+						uint32_t),
+			    const struct cp_profile *p)
+{
+	size_t cap = t->cap ? t->cap : 256;
+	while ((t->count + extra) * 4 > cap * 3)
+		cap *= 2;
+	if (cap == t->cap)
+		return true;
+	uint32_t *slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return false;
+	for (size_t i = 0; i < t->cap; i++) {
+		if (!t->slots[i])
+			continue;
+		size_t j = hash_of(p, t->slots[i] - 1) & (cap - 1);
+		while (slots[j])
+			j = (j + 1) & (cap - 1);
+		slots[j] = t->slots[i];
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->cap = cap;
+	return true;
+}
+
+/* Store ID under HASH (room reserved, the key absent).  */
+static void idtable_put(struct idtable *t, uint64_t hash, uint32_t id)
+{
+	size_t mask = t->cap - 1;
+	size_t i = hash & mask;
+	while (t->slots[i])
+		i = (i + 1) & mask;
+	t->slots[i] = id + 1;
+	t->count++;
+}
+
+static size_t put_varint(uint8_t *at, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		at[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	at[n++] = (uint8_t)v;
+	return n;
+}
+
+static uint64_t get_varint(const uint8_t *at, size_t *n)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	size_t i = 0;
+	uint8_t b;
+	do {
+		b = at[i++];
+		v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	*n = i;
+	return v;
+}
+
+static uint32_t first_loc(const struct cp_profile *p, uint32_t node)
+{
 	size_t n;
+	return (uint32_t)(get_varint(p->runs + p->nodes[node].run, &n) >> 1);
+}
+
+static uint64_t edge_hash(uint32_t parent, uint32_t loc)
+{
+	return cp_hash_u64(((uint64_t)parent << 32) | loc);
+}
+
+static uint64_t node_hash(const struct cp_profile *p, uint32_t node)
+{
+	return edge_hash(p->nodes[node].parent, first_loc(p, node));
+}
+
+struct edge {
+	uint32_t parent, loc;
 };
 
-static bool stack_eq(const void *ctx, uint32_t id)
+static bool edge_eq(const struct cp_profile *p, uint32_t node,
+		    const void *key)
 {
-	const struct stack_key *k = ctx;
-	const struct stack_ref *s = &k->p->stacks[id];
-	return s->len == k->n &&
-	       memcmp(k->p->stack_locs + s->offset, k->locs,
-		      k->n * sizeof(*k->locs)) == 0;
+	const struct edge *e = key;
+	return p->nodes[node].parent == e->parent && first_loc(p, node) == e->loc;
+}
+
+/* A new node under PARENT whose run starts at RUN; room reserved.  */
+static uint32_t add_node(struct cp_profile *p, uint32_t parent, uint32_t run)
+{
+	p->nodes[p->nnodes] = (struct node){parent, run, NO_STACK};
+	return p->nnodes++;
+}
+
+/* Room for two more nodes, two more index entries and N more locations
+ * of run: all that interning a stack can add.  */
+static bool reserve_tree(struct cp_profile *p, size_t n)
+{
+	if (p->nnodes > UINT32_MAX - 3 || p->runs_used + n * 5 > UINT32_MAX)
+		return false;
+	return reserve32(&p->nodes, sizeof(*p->nodes), p->nnodes + 2,
+			 &p->nodes_cap) &&
+	       idtable_reserve(&p->node_index, 2, node_hash, p) &&
+	       reserve(&p->runs, 1, p->runs_used + n * 5, &p->runs_cap);
+}
+
+/* Split node X after its first J locations: a new node takes them (and
+ * X's place under its parent), X keeps the rest under the new node.  AT is
+ * the offset of X's location J in runs[], BEFORE that of location J - 1.
+ * Returns the new node.  Room reserved.  */
+static uint32_t split(struct cp_profile *p, uint32_t x, size_t before,
+		      size_t at)
+{
+	struct edge old = {p->nodes[x].parent, first_loc(p, x)};
+	size_t slot = 0;
+	idtable_find(&p->node_index, edge_hash(old.parent, old.loc), edge_eq,
+		     p, &old, &slot);
+	uint32_t head = add_node(p, old.parent, p->nodes[x].run);
+	p->node_index.slots[slot] = head + 1;
+	p->runs[before] |= 1; /* the head's run ends there */
+	p->nodes[x].parent = head;
+	p->nodes[x].run = (uint32_t)at;
+	idtable_put(&p->node_index, node_hash(p, x), x);
+	return head;
+}
+
+/* A new node under PARENT with the run LOCS[K], LOCS[K-1] .. LOCS[0].  */
+static uint32_t add_leaf(struct cp_profile *p, uint32_t parent,
+			 const uint32_t *locs, size_t k)
+{
+	uint32_t run = (uint32_t)p->runs_used;
+	for (size_t i = k + 1; i-- > 0;)
+		p->runs_used += put_varint(p->runs + p->runs_used,
+					   (uint64_t)locs[i] << 1 | (i == 0));
+	uint32_t leaf = add_node(p, parent, run);
+	idtable_put(&p->node_index, edge_hash(parent, locs[k]), leaf);
+	return leaf;
+}
+
+/* The node of the stack LOCS[0..N) (innermost first), added with what
+ * it does not share with the tree; NO_NODE when out of memory.  */
+static uint32_t node_of(struct cp_profile *p, const uint32_t *locs, size_t n)
+{
+	if (!p->nodes) {
+		if (!reserve32(&p->nodes, sizeof(*p->nodes), 1, &p->nodes_cap))
+			return NO_NODE;
+		add_node(p, NO_NODE, 0);
+	}
+	uint32_t node = 0;
+	size_t k = n; /* locations LOCS[0..K) still to place */
+	while (k > 0) {
+		struct edge e = {node, locs[k - 1]};
+		uint32_t child = idtable_find(&p->node_index,
+					      edge_hash(node, e.loc), edge_eq,
+					      p, &e, NULL);
+		if (child == UINT32_MAX) {
+			if (!reserve_tree(p, k))
+				return NO_NODE;
+			return add_leaf(p, node, locs, k - 1);
+		}
+		/* Follow the child's run as far as it matches.  */
+		size_t at = p->nodes[child].run, before = at;
+		size_t matched = 0;
+		bool last = false;
+		while (!last) {
+			size_t len;
+			uint64_t v = get_varint(p->runs + at, &len);
+			if (k == 0 || (uint32_t)(v >> 1) != locs[k - 1])
+				break;
+			before = at;
+			at += len;
+			last = v & 1;
+			k--;
+			matched++;
+		}
+		if (last) {
+			node = child;
+			continue;
+		}
+		/* The stack leaves (or ends in) the child's run after
+		 * MATCHED of its locations (at least its first).  */
+		if (!reserve_tree(p, k))
+			return NO_NODE;
+		node = split(p, child, before, at);
+	}
+	return node;
 }
 
 uint32_t cp_profile_intern_stack(struct cp_profile *p, const uint32_t *locs,
 				 size_t n)
 {
-	uint64_t hash = cp_hash_bytes(locs, n * sizeof(*locs), 1);
-	struct stack_key key = {p, locs, n};
-	uint32_t id = cp_hashidx_find(&p->stack_index, hash, stack_eq, &key);
-	if (id != UINT32_MAX)
-		return id;
-	if (!reserve(&p->stack_locs, sizeof(*p->stack_locs),
-		     p->stack_locs_used + n, &p->stack_locs_cap) ||
+	uint32_t node = node_of(p, locs, n);
+	if (node == NO_NODE)
+		return UINT32_MAX;
+	if (p->nodes[node].stack != NO_STACK)
+		return p->nodes[node].stack;
+	if (p->nstacks == UINT32_MAX - 1 ||
 	    !reserve32(&p->stacks, sizeof(*p->stacks), p->nstacks + 1,
 		       &p->stacks_cap))
 		return UINT32_MAX;
-	id = p->nstacks;
-	p->stacks[id].offset = p->stack_locs_used;
-	p->stacks[id].len = (uint32_t)n;
-	if (n)
-		memcpy(p->stack_locs + p->stack_locs_used, locs,
-		       n * sizeof(*locs));
-	if (!cp_hashidx_insert(&p->stack_index, hash, id))
-		return UINT32_MAX;
-	p->stack_locs_used += n;
-	p->nstacks++;
-	return id;
+	p->stacks[p->nstacks] = (struct stack_ref){node, NO_SAMPLE};
+	p->nodes[node].stack = p->nstacks;
+	return p->nstacks++;
+}
+
+/* Decode the run of NODE into OUT (outermost first) when OUT is not
+ * NULL; returns its number of locations.  */
+static size_t run_of(const struct cp_profile *p, uint32_t node, uint32_t *out)
+{
+	const uint8_t *at = p->runs + p->nodes[node].run;
+	size_t n = 0;
+	for (;;) {
+		size_t len;
+		uint64_t v = get_varint(at, &len);
+		if (out)
+			out[n] = (uint32_t)(v >> 1);
+		n++;
+		at += len;
+		if (v & 1)
+			return n;
+	}
+}
+
+size_t cp_profile_stack_depth(const struct cp_profile *p, uint32_t id)
+{
+	if (id >= p->nstacks)
+		return 0;
+	size_t depth = 0;
+	for (uint32_t node = p->stacks[id].node; node != 0;
+	     node = p->nodes[node].parent)
+		depth += run_of(p, node, NULL);
+	return depth;
+}
+
+size_t cp_profile_stack_locs(const struct cp_profile *p, uint32_t id,
+			     uint32_t *locs, size_t cap)
+{
+	size_t depth = cp_profile_stack_depth(p, id);
+	if (depth > cap)
+		return depth;
+	/* From the innermost node up: each run decoded, then reversed.  */
+	size_t n = 0;
+	for (uint32_t node = p->stacks[id].node; node != 0;
+	     node = p->nodes[node].parent) {
+		size_t len = run_of(p, node, locs + n);
+		for (size_t i = 0; i < len / 2; i++) {
+			uint32_t t = locs[n + i];
+			locs[n + i] = locs[n + len - 1 - i];
+			locs[n + len - 1 - i] = t;
+		}
+		n += len;
+	}
+	return depth;
+}
+
+/* cp_profile_stack's buffer, one per thread, freed when it exits.  */
+struct stack_buffer {
+	uint32_t *locs;
+	size_t cap;
+};
+
+static pthread_key_t buffer_key;
+static pthread_once_t buffer_once = PTHREAD_ONCE_INIT;
+static bool buffer_key_made;
+
+static void free_buffer(void *arg)
+{
+	struct stack_buffer *b = arg;
+	free(b->locs);
+	free(b);
+}
+
+static void make_buffer_key(void)
+{
+	buffer_key_made = pthread_key_create(&buffer_key, free_buffer) == 0;
 }
 
 const uint32_t *cp_profile_stack(const struct cp_profile *p, uint32_t id,
 				 size_t *n)
 {
-	if (id >= p->nstacks) {
-		*n = 0;
+	*n = 0;
+	if (id >= p->nstacks)
 		return NULL;
+	pthread_once(&buffer_once, make_buffer_key);
+	if (!buffer_key_made)
+		return NULL;
+	struct stack_buffer *b = pthread_getspecific(buffer_key);
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b || pthread_setspecific(buffer_key, b) != 0) {
+			free(b);
+			return NULL;
+		}
 	}
-	*n = p->stacks[id].len;
-	return p->stack_locs + p->stacks[id].offset;
+	size_t depth = cp_profile_stack_depth(p, id);
+	if (depth + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 64;
+		while (cap < depth + 1)
+			cap *= 2;
+		uint32_t *grown = realloc(b->locs, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		b->locs = grown;
+		b->cap = cap;
+	}
+	*n = cp_profile_stack_locs(p, id, b->locs, b->cap);
+	return b->locs;
+}
+
+size_t cp_profile_bytes(const struct cp_profile *p)
+{
+	return p->nodes_cap * sizeof(*p->nodes) +
+	       p->node_index.cap * sizeof(*p->node_index.slots) +
+	       p->runs_cap + p->stacks_cap * sizeof(*p->stacks) +
+	       p->samples_cap * sizeof(*p->samples) +
+	       p->sample_index.cap * sizeof(*p->sample_index.slots) +
+	       p->values_cap * sizeof(*p->values);
 }
 
 struct sample_key {
-	const struct cp_profile *p;
 	pid_t tid;
 	uint32_t stack;
 };
 
-static bool sample_eq(const void *ctx, uint32_t id)
+static uint64_t sample_key_hash(pid_t tid, uint32_t stack)
 {
-	const struct sample_key *k = ctx;
-	return k->p->samples[id].tid == k->tid &&
-	       k->p->samples[id].stack == k->stack;
+	return cp_hash_u64(((uint64_t)(uint32_t)tid << 32) | stack);
 }
 
-static struct cp_sample *sample_of(struct cp_profile *p, pid_t tid,
-				   uint32_t stack);
+static uint64_t sample_hash(const struct cp_profile *p, uint32_t id)
+{
+	return sample_key_hash(p->samples[id].tid, p->samples[id].stack);
+}
+
+static bool sample_eq(const struct cp_profile *p, uint32_t id,
+		      const void *key)
+{
+	const struct sample_key *k = key;
+	return p->samples[id].tid == k->tid && p->samples[id].stack == k->stack;
+}
+
+/* The sample of (TID, STACK), added when new; its index, or SIZE_MAX when
+ * out of memory.  */
+static size_t sample_of(struct cp_profile *p, pid_t tid, uint32_t stack)
+{
+	/* A stack's first sample is found through the stack, the others
+	 * (the same stack on other threads, unknown stack ids) through
+	 * the index.  */
+	uint32_t *first = stack < p->nstacks ? &p->stacks[stack].first_sample
+					     : NULL;
+	if (first && *first != NO_SAMPLE && p->samples[*first].tid == tid)
+		return *first;
+	struct sample_key key = {tid, stack};
+	uint64_t hash = sample_key_hash(tid, stack);
+	bool indexed = !first || *first != NO_SAMPLE;
+	if (indexed) {
+		uint32_t id = idtable_find(&p->sample_index, hash, sample_eq,
+					   p, &key, NULL);
+		if (id != UINT32_MAX)
+			return id;
+	}
+	if (p->nsamples >= UINT32_MAX - 1 ||
+	    !reserve(&p->samples, sizeof(*p->samples), p->nsamples + 1,
+		     &p->samples_cap) ||
+	    (p->values && !reserve(&p->values, sizeof(*p->values),
+				   p->nsamples + 1, &p->values_cap)) ||
+	    (indexed &&
+	     !idtable_reserve(&p->sample_index, 1, sample_hash, p)))
+		return SIZE_MAX;
+	size_t id = p->nsamples++;
+	p->samples[id] = (struct cp_sample){.tid = tid, .stack = stack};
+	if (p->values)
+		memset(p->values[id], 0, sizeof(p->values[id]));
+	if (indexed)
+		idtable_put(&p->sample_index, hash, (uint32_t)id);
+	else
+		*first = (uint32_t)id;
+	return id;
+}
 
 int cp_profile_add(struct cp_profile *p, pid_t tid, uint32_t stack,
 		   uint64_t count)
 {
-	struct cp_sample *s = sample_of(p, tid, stack);
-	if (!s)
+	size_t id = sample_of(p, tid, stack);
+	if (id == SIZE_MAX)
 		return -CP_E_NOMEM;
-	s->count += count;
+	p->samples[id].count += count;
 	p->total += count;
 	return 0;
 }
@@ -308,35 +684,22 @@ int cp_profile_add(struct cp_profile *p, pid_t tid, uint32_t stack,
 int cp_profile_add_values(struct cp_profile *p, pid_t tid, uint32_t stack,
 			  uint64_t count, const uint64_t *values)
 {
-	struct cp_sample *s = sample_of(p, tid, stack);
-	if (!s)
+	if (!p->values) {
+		/* The first values: a table for every sample from now on. */
+		size_t need = p->nsamples ? p->nsamples : 1;
+		if (!reserve(&p->values, sizeof(*p->values), need,
+			     &p->values_cap))
+			return -CP_E_NOMEM;
+		memset(p->values, 0, p->nsamples * sizeof(*p->values));
+	}
+	size_t id = sample_of(p, tid, stack);
+	if (id == SIZE_MAX)
 		return -CP_E_NOMEM;
-	s->count += count;
+	p->samples[id].count += count;
 	p->total += count;
 	for (size_t i = 0; i < CP_PROFILE_VALUES; i++)
-		s->values[i] += values[i];
+		p->values[id][i] += values[i];
 	return 0;
-}
-
-static struct cp_sample *sample_of(struct cp_profile *p, pid_t tid,
-				   uint32_t stack)
-{
-	uint64_t hash = cp_hash_u64(((uint64_t)(uint32_t)tid << 32) | stack);
-	struct sample_key key = {p, tid, stack};
-	uint32_t id = cp_hashidx_find(&p->sample_index, hash, sample_eq, &key);
-	if (id == UINT32_MAX) {
-		if (!reserve(&p->samples, sizeof(*p->samples), p->nsamples + 1,
-			     &p->samples_cap))
-			return NULL;
-		id = (uint32_t)p->nsamples;
-		memset(&p->samples[id], 0, sizeof(p->samples[id]));
-		p->samples[id].tid = tid;
-		p->samples[id].stack = stack;
-		if (!cp_hashidx_insert(&p->sample_index, hash, id))
-			return NULL;
-		p->nsamples++;
-	}
-	return &p->samples[id];
 }
 
 const struct cp_sample *cp_profile_samples(const struct cp_profile *p,
@@ -344,6 +707,15 @@ const struct cp_sample *cp_profile_samples(const struct cp_profile *p,
 {
 	*n = p->nsamples;
 	return p->samples;
+}
+
+const uint64_t *cp_profile_sample_values(const struct cp_profile *p,
+					 size_t index)
+{
+	static const uint64_t zeros[CP_PROFILE_VALUES];
+	if (!p->values || index >= p->nsamples)
+		return zeros;
+	return p->values[index];
 }
 
 uint64_t cp_profile_total(const struct cp_profile *p)
@@ -474,7 +846,8 @@ void cp_profile_set_heap_types(struct cp_profile *p, size_t count_value)
 				  types[count_value][1]);
 	p->total = 0;
 	for (size_t i = 0; i < p->nsamples; i++) {
-		p->samples[i].count = p->samples[i].values[count_value];
+		p->samples[i].count =
+			cp_profile_sample_values(p, i)[count_value];
 		p->total += p->samples[i].count;
 	}
 }
