@@ -50,6 +50,8 @@ measure() { # NAME DEBUG CMD...
 	sleep 0.3
 	"$ATTACH" "$target" -d "$SECONDS_RUN" -q -o "$TMP/out.folded" &
 	local attach=$! worker= i h02=- r02=- h2=- r2=- h=- r=- ph=- v
+	local t0 t
+	t0=$(date +%s%N)
 	for ((i = 1; i <= SECONDS_RUN * 20 + 100; i++)); do
 		[[ -z $worker ]] && worker=$(awk '{ print $1 }' \
 			"/proc/$attach/task/$attach/children" 2>/dev/null)
@@ -58,8 +60,9 @@ measure() { # NAME DEBUG CMD...
 			if [[ -n $v ]]; then
 				h=$v
 				r=$(status_kb "$worker" VmRSS)
-				((i == 4)) && h02=$h r02=$r
-				((i == 40)) && h2=$h r2=$r
+				t=$(( ($(date +%s%N) - t0) / 1000000 ))
+				[[ $h02 == - ]] && ((t >= 200)) && h02=$h r02=$r
+				[[ $h2 == - ]] && ((t >= 2000)) && h2=$h r2=$r
 			fi
 		fi
 		v=$(status_kb "$attach" VmHWM)

@@ -4,6 +4,11 @@
  * - no libdebuginfod (with libcurl, its TLS library and libcrypto: 7 MB)
  *   is loaded when DEBUGINFOD_URLS names no server, though a module has
  *   no debug information to be found;
+ * - a symbolizer that reads debug files by compile unit (the resolver's)
+ *   names libc's frames at the bottom of chain-O0's stack with one or two
+ *   units of libc's debug file (libc6-dbg's: compressed), not the whole
+ *   file, and gives the same answers, inlined frames and lines, as one
+ *   that reads it whole; a search by name (lookup.c) reads it whole;
  * - cp_symbols_release lets go of the modules not looked up in since its
  *   last call and keeps the others; the answers given stay valid, and a
  *   new address in a module let go gets the answer a fresh symbolizer
@@ -18,6 +23,7 @@
 
 #include "cprof/symbols.h"
 #include "symbolize/lookup.h"
+#include "symbolize/symbols_int.h"
 #include "testutil.h"
 
 #define READY_TIMEOUT_MS 10000
@@ -170,6 +176,102 @@ START_TEST(test_release)
 }
 END_TEST
 
+/* Does libc's debug file named in PID's symbolizer have compressed
+ * sections, as libc6-dbg's do?  Looked at through the answer for a libc
+ * address: a file name means libc has DWARF.  */
+static bool libc_has_dwarf(const struct cp_symbol *sym)
+{
+	return sym->frames[sym->nframes - 1].file != NULL;
+}
+
+/* Does this process map a file whose name has NEEDLE?  */
+static bool self_maps(const char *needle)
+{
+	char line[4096];
+	bool found = false;
+	FILE *maps = fopen("/proc/self/maps", "r");
+	while (maps && !found && fgets(line, sizeof(line), maps))
+		found = strstr(line, needle) != NULL;
+	if (maps)
+		fclose(maps);
+	return found;
+}
+
+START_TEST(test_lazy_units)
+{
+	struct tu_proc *fixture =
+		ready(tu_fixture_start("chain-O0", LONG_RUN, NULL));
+	struct cp_symbols *lazy = NULL, *whole = NULL, *search = NULL;
+	struct cp_place start_main, gettime, gamma;
+	uint64_t units, images;
+	size_t nwhole;
+
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &lazy), 0);
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &whole), 0);
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &search), 0);
+	cp_symbols_set_lazy(lazy, true);
+	/* The frames of chain-O0's stacks: main's caller in libc, the clock
+	 * it reads, its own functions.  */
+	ck_assert_int_eq(cp_symbols_locate(search, "__libc_start_main",
+					   CP_LOCATE_ENTRY, &start_main), 0);
+	ck_assert_int_eq(cp_symbols_locate(search, "clock_gettime",
+					   CP_LOCATE_ENTRY, &gettime), 0);
+	ck_assert_int_eq(cp_symbols_locate(search, "chain_gamma",
+					   CP_LOCATE_ENTRY, &gamma), 0);
+	const struct cp_symbol *probe =
+		cp_symbols_lookup(whole, start_main.addr + 0x10);
+	if (!libc_has_dwarf(probe)) {
+		fprintf(stderr, "test_lazy_units: libc has no debug information "
+				"here (libc6-dbg not installed?): skipped\n");
+		goto out;
+	}
+	for (uint64_t off = 1; off < 0x100; off += 5) {
+		expect_same(cp_symbols_lookup(lazy, start_main.addr + off),
+			    cp_symbols_lookup(whole, start_main.addr + off));
+		expect_same(cp_symbols_lookup(lazy, gettime.addr + off),
+			    cp_symbols_lookup(whole, gettime.addr + off));
+		expect_same(cp_symbols_lookup(lazy, gamma.addr + off),
+			    cp_symbols_lookup(whole, gamma.addr + off));
+	}
+	cp_symbols_lazy_stats(lazy, &units, &images, &nwhole);
+	/* libc's units for these functions, one or two; each new one an
+	 * image; no debug file read whole.  */
+	ck_assert_msg(units >= 1 && units <= 4,
+		      "%llu compile units of libc read", (unsigned long long)units);
+	ck_assert_uint_ge(images, units);
+	ck_assert_uint_eq(nwhole, 0);
+	/* libdw reads the image (mapped by libelf), not the debug file
+	 * (which the whole symbolizer maps).  */
+	ck_assert(self_maps("/memfd:cprof-debuginfo"));
+	cp_symbols_free(whole);
+	cp_symbols_free(search);
+	whole = search = NULL;
+	ck_assert_msg(!self_maps("/usr/lib/debug/"),
+		      "a debug file under /usr/lib/debug is mapped: read whole");
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &whole), 0);
+	/* After a release the units stay in the image (no new one).  */
+	ck_assert_uint_eq(cp_symbols_release(lazy), 0);
+	ck_assert_uint_ge(cp_symbols_release(lazy), 1);
+	expect_same(cp_symbols_lookup(lazy, start_main.addr + 0x103),
+		    cp_symbols_lookup(whole, start_main.addr + 0x103));
+	uint64_t units2, images2;
+	cp_symbols_lazy_stats(lazy, &units2, &images2, &nwhole);
+	ck_assert_uint_eq(units2, units);
+	ck_assert_uint_eq(images2, images + 1);
+	/* A search by name walks every unit: the file read whole.  */
+	struct cp_place place;
+	ck_assert_int_eq(cp_symbols_locate(lazy, "chain_beta", 0, &place), 0);
+	cp_symbols_lazy_stats(lazy, &units2, &images2, &nwhole);
+	ck_assert_uint_ge(nwhole, 1);
+	expect_same(cp_symbols_lookup(lazy, gettime.addr + 0x102),
+		    cp_symbols_lookup(whole, gettime.addr + 0x102));
+out:
+	cp_symbols_free(search);
+	cp_symbols_free(whole);
+	cp_symbols_free(lazy);
+}
+END_TEST
+
 static Suite *symrss_suite(void)
 {
 	Suite *suite = suite_create("symrss");
@@ -178,6 +280,7 @@ static Suite *symrss_suite(void)
 	tcase_set_timeout(tcase, 60);
 	tcase_add_test(tcase, test_no_debuginfod_without_urls);
 	tcase_add_test(tcase, test_release);
+	tcase_add_test(tcase, test_lazy_units);
 	suite_add_tcase(suite, tcase);
 	return suite;
 }

@@ -280,6 +280,32 @@ static int try_debug_root(struct debug_search *d, const char *root,
 	}
 }
 
+/* The module's debug file by its build-id, D->MODULE_ID, in our debug
+ * directories and /usr/lib/debug: ROOT/.build-id/xx/rest.debug, the
+ * search libdwfl's dwfl_build_id_find_debuginfo makes, but that one
+ * keeps for the module an Elf handle of the file it finds, and libdwfl
+ * then reads that one whatever descriptor the callback returns; the
+ * symbolizer may return an image of the file instead (dwlazy.h).  */
+static int find_by_build_id(struct debug_search *d, char **out)
+{
+	const struct cp_modfiles *mf = d->mf;
+	const char *id = d->module_id;
+	if (strlen(id) < 3)
+		return -1;
+	char path[PATH_MAX];
+	int fd = -1;
+	for (char *const *root = mf->dirs; fd < 0 && root && *root; root++)
+		if ((*root)[0] == '/' &&
+		    snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug",
+			     *root, id, id + 2) < (int)sizeof(path))
+			fd = try_debug_file(d, path, 0, out);
+	if (fd < 0 && snprintf(path, sizeof(path),
+			       "/usr/lib/debug/.build-id/%.2s/%s.debug", id,
+			       id + 2) < (int)sizeof(path))
+		fd = try_debug_file(d, path, 0, out);
+	return fd;
+}
+
 /* Is PATH (a dwz file's name) in one of our debug directories?  */
 static bool in_debug_dirs(const struct cp_modfiles *mf, const char *path)
 {
@@ -386,27 +412,30 @@ int cp_modfiles_find_debuginfo(const struct cp_modfiles *mf, Dwfl_Module *mod,
 			       char **debuginfo_file_name)
 {
 	*debuginfo_file_name = NULL;
+	struct debug_search d = {
+		.mf = mf,
+		.modname = modname,
+		.main = main,
+		.crc = crc,
+		.check_crc = crc != 0,
+		/* libdwfl asks for a dwz file with a CRC of 0; a real
+		 * .gnu_debuglink has one.  */
+		.alt = debuglink && crc == 0,
+	};
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (len > 0)
+		hex(bits, len, d.module_id, sizeof(d.module_id));
 	/* Build-id: our directories' .build-id/xx/rest.debug (no path of
-	 * the target's is involved, only the hex of its build-id).  */
-	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base,
-					      NULL, NULL, 0,
-					      debuginfo_file_name);
+	 * the target's is involved, only the hex of its build-id); ours
+	 * first, then libdwfl's, which also knows the dwz file's.  */
+	int fd = d.alt ? -1 : find_by_build_id(&d, debuginfo_file_name);
+	if (fd < 0)
+		fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base,
+						  NULL, NULL, 0,
+						  debuginfo_file_name);
 	if (fd < 0 && modname[0] == '/') {
-		struct debug_search d = {
-			.mf = mf,
-			.modname = modname,
-			.main = main,
-			.crc = crc,
-			.check_crc = crc != 0,
-			/* libdwfl asks for a dwz file with a CRC of 0; a real
-			 * .gnu_debuglink has one.  */
-			.alt = debuglink && crc == 0,
-		};
-		const unsigned char *bits;
-		GElf_Addr vaddr;
-		int len = dwfl_module_build_id(mod, &bits, &vaddr);
-		if (len > 0)
-			hex(bits, len, d.module_id, sizeof(d.module_id));
 		free(*debuginfo_file_name);
 		*debuginfo_file_name = NULL;
 		fd = find_by_name(&d, debuglink, debuginfo_file_name);

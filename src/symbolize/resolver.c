@@ -14,6 +14,7 @@
 #include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/unwinder.h"
+#include "symbolize/symbols_int.h"
 #include "util/hashidx.h"
 
 /* How often the symbolizer thread lets go of the files and debug
@@ -259,6 +260,9 @@ int cp_resolver_start(struct cp_symbols *symbols, struct cp_profile *profile,
 		return -CP_E_NOMEM;
 	res->symbols = symbols;
 	res->profile = profile;
+	/* A profile meets a few compile units of each library: their debug
+	 * files are read by unit, not decompressed whole (symbols_int.h).  */
+	cp_symbols_set_lazy(symbols, true);
 	res->epoch = cp_addrspace_epoch(cp_symbols_addrspace(symbols));
 	res->retry_interval = 1;
 	res->ticks_to_retry = 1;

@@ -39,10 +39,25 @@
 #include "cprof/profile.h"
 #include "cprof/tpath.h"
 #include "util/hashidx.h"
+#include "symbolize/dwlazy.h"
 #include "symbolize/modfiles.h"
 #include "symbolize/symbols_int.h"
 
 #define MAX_INLINE 32
+
+/* Images of one debug file (dwlazy.h) made before it is read whole: each
+ * new compile unit asked for costs one (inflating .debug_info up to it),
+ * so a profile that keeps meeting new units of a module ends up paying
+ * what reading it whole costs, once.  */
+#define LAZY_MAX_IMAGES 24
+
+/* A debug file read by compile unit, by the module it is for.  */
+struct lazy_file {
+	char *name;                  /* the module's */
+	uint64_t low;                /* its start */
+	struct cp_dwlazy *units;     /* NULL: read whole */
+	bool whole;                  /* read whole from now on */
+};
 
 struct cp_symbols {
 	pid_t pid;
@@ -77,6 +92,9 @@ struct cp_symbols {
 	struct cp_symbol **retired;  /* replaced unknown answers (borrowed) */
 	size_t nretired;
 	uint64_t released;           /* modules cp_symbols_release dropped */
+	bool lazy_dwarf;             /* debug files read by unit */
+	struct lazy_file **lazy;
+	size_t nlazy;
 };
 
 struct symtab;
@@ -128,6 +146,7 @@ struct module_data {
 	bool have_file;              /* DEV and INO are the main file's */
 	bool read;                   /* looked up in: its files are read */
 	bool used;                   /* looked up in since the last release */
+	struct lazy_file *lazy;      /* its debug file is an image of it */
 	dev_t dev;
 	ino_t ino;
 };
@@ -223,6 +242,49 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 	return -1;
 }
 
+/* The debug file FD of module MOD named MODNAME as libdw is to read it:
+ * an image with the compile units asked for so far (FD closed), or FD
+ * itself when the file cannot be read by unit or is to be read whole.  */
+static int lazy_image(struct cp_symbols *s, Dwfl_Module *mod,
+		      void **userdata, const char *modname, int fd)
+{
+	Dwarf_Addr low = 0;
+	dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
+	struct module_data *md = module_data(s, userdata);
+	if (!md)
+		return fd;
+	struct lazy_file *lf = NULL;
+	for (size_t i = 0; i < s->nlazy && !lf; i++)
+		if (s->lazy[i]->low == low &&
+		    strcmp(s->lazy[i]->name, modname) == 0)
+			lf = s->lazy[i];
+	if (!lf) {
+		struct lazy_file **grown =
+			realloc(s->lazy, (s->nlazy + 1) * sizeof(*grown));
+		if (!grown)
+			return fd;
+		s->lazy = grown;
+		lf = calloc(1, sizeof(*lf));
+		if (!lf || !(lf->name = strdup(modname))) {
+			free(lf);
+			return fd;
+		}
+		lf->low = low;
+		lf->whole = cp_dwlazy_open(fd, &lf->units) < 0;
+		s->lazy[s->nlazy++] = lf;
+	}
+	md->lazy = lf;
+	if (lf->whole)
+		return fd;
+	int image = cp_dwlazy_image(lf->units);
+	if (image < 0) {
+		lf->whole = true;
+		return fd;
+	}
+	close(fd);
+	return image;
+}
+
 static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 			  const char *modname, GElf_Addr base,
 			  const char *file_name, const char *debuglink_file,
@@ -244,10 +306,13 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 		main.st_ino = md->ino;
 	}
 	struct cp_modfiles mf = modfiles(s);
-	return cp_modfiles_find_debuginfo(&mf, mod, userdata, modname, base,
-					  debuglink_file, debuglink_crc,
-					  md && md->have_file ? &main : NULL,
-					  debuginfo_file_name);
+	int fd = cp_modfiles_find_debuginfo(&mf, mod, userdata, modname, base,
+					    debuglink_file, debuglink_crc,
+					    md && md->have_file ? &main : NULL,
+					    debuginfo_file_name);
+	if (fd >= 0 && s->lazy_dwarf && modname[0] == '/')
+		fd = lazy_image(s, mod, userdata, modname, fd);
+	return fd;
 }
 
 /* ------------------------------------------------------------ modules */
@@ -555,6 +620,12 @@ void cp_symbols_free(struct cp_symbols *s)
 		free(s->warned[i]);
 	free(s->warned);
 	cp_perfmap_file_free(s->perfmap);
+	for (size_t i = 0; i < s->nlazy; i++) {
+		cp_dwlazy_free(s->lazy[i]->units);
+		free(s->lazy[i]->name);
+		free(s->lazy[i]);
+	}
+	free(s->lazy);
 	for (size_t i = 0; i < s->nmodules; i++) {
 		free_symtab(s->modules[i]->symtab);
 		free(s->modules[i]);
@@ -921,6 +992,38 @@ static bool anonymous_code(const struct cp_symbols *s, uint64_t address)
 	return m && m->path[0] != '/' && m->path[0] != '[' && m->executable;
 }
 
+static bool reopen_module(struct cp_symbols *s, Dwfl_Module *mod);
+
+/* Before a lookup of ADDRESS in MOD: when MOD's debug file is read by
+ * compile unit and the unit of ADDRESS is not in its image yet, a new
+ * image with it (or, past LAZY_MAX_IMAGES, the file itself) and the
+ * module opened again on it.  Returns the module of ADDRESS then.  */
+static Dwfl_Module *lazy_prepare(struct cp_symbols *s, Dwfl_Module *mod,
+				 uint64_t address)
+{
+	Dwarf_Addr bias = 0;
+	if (!dwfl_module_getdwarf(mod, &bias))
+		return mod;
+	void **userdata;
+	dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	struct module_data *md = *userdata;
+	struct lazy_file *lf = md ? md->lazy : NULL;
+	if (!lf || lf->whole)
+		return mod;
+	int64_t unit = cp_dwlazy_unit(lf->units, address - bias);
+	if (unit < 0 || cp_dwlazy_has(lf->units, (uint64_t)unit))
+		return mod;
+	uint64_t units, images;
+	cp_dwlazy_stats(lf->units, &units, &images);
+	if (images >= LAZY_MAX_IMAGES ||
+	    cp_dwlazy_add(lf->units, (uint64_t)unit) < 0)
+		lf->whole = true;
+	if (!reopen_module(s, mod))
+		return mod;
+	Dwfl_Module *again = dwfl_addrmodule(s->dwfl, address);
+	return again ? again : mod;
+}
+
 static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 {
 	/* JIT code first: whatever module range it may seem to lie in, a
@@ -950,6 +1053,8 @@ static struct cp_symbol *resolve(struct cp_symbols *s, uint64_t address)
 	size_t n = 0;
 	const char *module = NULL, *module_path = NULL, *build_id = NULL;
 	uint64_t module_offset = 0, module_start = 0, module_end = 0;
+	if (mod && s->lazy_dwarf && !s->options.no_dwarf)
+		mod = lazy_prepare(s, mod, address);
 	if (mod) {
 		void **userdata;
 		dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL,
@@ -1141,14 +1246,52 @@ void cp_symbols_refresh(struct cp_symbols *s)
 	report(s);
 }
 
+/* Open the modules of ALL that have an MD again: left out of a report,
+ * a module goes, with everything libdwfl read for it (dwfl_report_end
+ * frees it: its Elf handles, its Dwarf and the sections it
+ * decompressed); reported again at once, it is a new module whose files
+ * are opened when a lookup needs them, by the same callbacks, so they
+ * give the same answers.  */
+static void reopen(struct cp_symbols *s, struct old_modules *all)
+{
+	struct cp_symbols *was = current;
+	current = s;
+	dwfl_report_begin(s->dwfl);
+	for (size_t j = 0; j < all->count; j++)
+		if (!all->mods[j].md)
+			dwfl_report_module(s->dwfl, all->mods[j].name,
+					   all->mods[j].low, all->mods[j].high);
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	dwfl_report_begin_add(s->dwfl);
+	for (size_t j = 0; j < all->count; j++) {
+		struct module_data *md = all->mods[j].md;
+		if (!md)
+			continue;
+		dwfl_report_module(s->dwfl, all->mods[j].name,
+				   all->mods[j].low, all->mods[j].high);
+		/* Its names pointed into the Elf just freed; the answers
+		 * given kept copies (interned).  */
+		free_symtab(md->symtab);
+		md->symtab = NULL;
+		md->read = false;
+	}
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	current = was;
+}
+
+static void free_old(struct old_modules *all)
+{
+	for (size_t j = 0; j < all->count; j++)
+		free(all->mods[j].name);
+	free(all->mods);
+}
+
 size_t cp_symbols_release(struct cp_symbols *s)
 {
 	struct old_modules all = {0};
 	if (dwfl_getmodules(s->dwfl, remember_module, &all, 0) != 0) {
 		/* Out of memory: keep everything.  */
-		for (size_t j = 0; j < all.count; j++)
-			free(all.mods[j].name);
-		free(all.mods);
+		free_old(&all);
 		return 0;
 	}
 	size_t nreleased = 0;
@@ -1164,41 +1307,35 @@ size_t cp_symbols_release(struct cp_symbols *s)
 		all.mods[j].md = NULL;  /* reported as it is */
 	}
 	if (nreleased > 0) {
-		/* Left out of a report, a module goes, with everything
-		 * libdwfl read for it (dwfl_report_end frees it: its Elf
-		 * handles, its Dwarf and the sections it decompressed);
-		 * reported again at once, it is a new module whose files
-		 * are opened when a lookup needs them, by the same
-		 * callbacks, so they give the same answers.  */
-		current = s;
-		dwfl_report_begin(s->dwfl);
-		for (size_t j = 0; j < all.count; j++)
-			if (!all.mods[j].md)
-				dwfl_report_module(s->dwfl, all.mods[j].name,
-						   all.mods[j].low,
-						   all.mods[j].high);
-		dwfl_report_end(s->dwfl, NULL, NULL);
-		dwfl_report_begin_add(s->dwfl);
-		for (size_t j = 0; j < all.count; j++) {
-			struct module_data *md = all.mods[j].md;
-			if (!md)
-				continue;
-			dwfl_report_module(s->dwfl, all.mods[j].name,
-					   all.mods[j].low, all.mods[j].high);
-			/* Its names pointed into the Elf just freed; the
-			 * answers given kept copies (interned).  */
-			free_symtab(md->symtab);
-			md->symtab = NULL;
-			md->read = false;
-		}
-		dwfl_report_end(s->dwfl, NULL, NULL);
-		current = NULL;
+		reopen(s, &all);
 		s->released += nreleased;
 	}
-	for (size_t j = 0; j < all.count; j++)
-		free(all.mods[j].name);
-	free(all.mods);
+	free_old(&all);
 	return nreleased;
+}
+
+/* Open MOD again (its debug file's image changed, or it is to be read
+ * whole).  False when out of memory.  */
+static bool reopen_module(struct cp_symbols *s, Dwfl_Module *mod)
+{
+	struct old_modules all = {0};
+	if (dwfl_getmodules(s->dwfl, remember_module, &all, 0) != 0) {
+		free_old(&all);
+		return false;
+	}
+	Dwarf_Addr low = 0;
+	dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
+	bool found = false;
+	for (size_t j = 0; j < all.count; j++) {
+		if (all.mods[j].low == low && all.mods[j].md && !found)
+			found = true;
+		else
+			all.mods[j].md = NULL;
+	}
+	if (found)
+		reopen(s, &all);
+	free_old(&all);
+	return found;
 }
 
 void cp_symbols_read_stats(const struct cp_symbols *s, size_t *read,
@@ -1243,9 +1380,50 @@ bool cp_symbols_capture_has(struct cp_symbols *s, uint64_t address)
 
 Dwfl *cp_symbols_dwfl_begin(struct cp_symbols *s)
 {
+	/* lookup.c walks every unit of a module: its debug files whole.  */
+	if (s->lazy_dwarf)
+		cp_symbols_set_lazy(s, false);
 	current = s;
 	report(s);
 	return s->dwfl;
+}
+
+void cp_symbols_set_lazy(struct cp_symbols *s, bool lazy)
+{
+	s->lazy_dwarf = lazy;
+	if (lazy)
+		return;
+	struct old_modules all = {0};
+	if (dwfl_getmodules(s->dwfl, remember_module, &all, 0) == 0) {
+		bool any = false;
+		for (size_t j = 0; j < all.count; j++) {
+			struct module_data *md = all.mods[j].md;
+			if (md && md->lazy && !md->lazy->whole)
+				any = true;
+			else
+				all.mods[j].md = NULL;
+		}
+		for (size_t i = 0; i < s->nlazy; i++)
+			s->lazy[i]->whole = true;
+		if (any)
+			reopen(s, &all);
+	}
+	free_old(&all);
+}
+
+void cp_symbols_lazy_stats(const struct cp_symbols *s, uint64_t *units,
+			   uint64_t *images, size_t *whole)
+{
+	*units = *images = 0;
+	*whole = 0;
+	for (size_t i = 0; i < s->nlazy; i++) {
+		uint64_t u = 0, n = 0;
+		if (s->lazy[i]->units)
+			cp_dwlazy_stats(s->lazy[i]->units, &u, &n);
+		*units += u;
+		*images += n;
+		*whole += s->lazy[i]->whole;
+	}
 }
 
 void cp_symbols_dwfl_end(struct cp_symbols *s)

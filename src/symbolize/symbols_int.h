@@ -20,4 +20,17 @@ void cp_symbols_dwfl_end(struct cp_symbols *s);
  * cp_symbols_free.  */
 const char *cp_symbols_display_name(struct cp_symbols *s, const char *raw);
 
+/* Read separate debug files by compile unit (LAZY; symbolize/dwlazy.h)
+ * or whole (the default).  Turned off, the modules read by unit are
+ * opened again whole.  The resolver's symbolizer reads by unit;
+ * cp_symbols_dwfl_begin turns it off (lookup.c reads every unit).  */
+void cp_symbols_set_lazy(struct cp_symbols *s, bool lazy);
+
+/* Compile units read apart, images of debug files made, debug files
+ * read whole after all (every one met while reading by unit: those that
+ * cannot be, those that needed too many images, all after
+ * cp_symbols_set_lazy(false)).  */
+void cp_symbols_lazy_stats(const struct cp_symbols *s, uint64_t *units,
+			   uint64_t *images, size_t *whole);
+
 #endif
