@@ -619,8 +619,16 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		 * address) and the hijack go out in one system call.  */
 		struct user_regs_struct at_trap = regs;
 		struct cp_int3_writes writes;
-		if (cp_int3_emulate_gather(h->pid, bp, pc, &regs, &writes) <
-		    0) {
+		int emulated = cp_int3_emulate_gather(h->pid, bp, pc, &regs,
+						      &writes);
+		if (emulated < 0) {
+			/* Writes that do not gather (more than the buffer, or
+			 * apart) are made directly, as before.  REGS are
+			 * unchanged by the failed try.  */
+			writes.len = 0;
+			emulated = emulate(h, bp, pc, &regs);
+		}
+		if (emulated < 0) {
 			/* Cannot continue it correctly: rewind so it runs the
 			 * real instruction once we restore the byte.  */
 			cp_abi_set_pc(&regs, pc);
