@@ -42,12 +42,13 @@ enum phase { WAIT_EXEC, WAIT_ENTRY, TRACING, DONE };
  * the stack bytes it could read, and the stack id it gave.  An allocation in a
  * loop traps with the same registers and the same stack bytes every
  * time: the same frames, without unwinding again.  */
-#define UNWIND_MEMO_SLOTS 64
+#define UNWIND_MEMO_SLOTS 32
 #define UNWIND_MEMO_WAYS 4   /* slots per set: twin callers of one
 			      * allocating function trap with the same
 			      * pc, stack pointer and return address */
 #define UNWIND_MEMO_REGS 3 /* see memo_regs */
-#define UNWIND_MEMO_MAX_BYTES (64 * 1024) /* larger copies are not kept */
+#define UNWIND_MEMO_MAX_BYTES (16 * 1024) /* larger copies are not kept:
+					    * at most 512 KB in all */
 
 struct unwind_memo {
 	bool valid;
