@@ -87,7 +87,8 @@ static void put_fde(struct section *s, size_t cie, uint64_t start,
 	memcpy(body + 8, &size, 4);
 	body[12] = 0;   /* augmentation size */
 	len = 13;
-	memcpy(body + len, instr, n);
+	if (n)
+		memcpy(body + len, instr, n);
 	len += n;
 	while ((len + 4) % 8)
 		body[len++] = 0;
@@ -223,6 +224,16 @@ START_TEST(test_eval_undefined)
 	SAVED(r, 1, CP_SAVED_SAME, 0);
 	r = eval_at(&s, CODE_ADDR + 1);
 	SAVED(r, 1, CP_SAVED_UNDEF, 0);
+
+	/* A DW_CFA_restore among a CIE's own instructions: libunwind's
+	 * initial state is then all zeros, "undefined".  */
+	struct section t = {0};
+	const uint8_t restoring[] = {0x0c, 7, 8, 0x90, 1, 0x83, 3, 0xc3};
+	cie = put_cie(&t, restoring, sizeof(restoring), false);
+	put_fde(&t, cie, CODE_ADDR, 0x10, NULL, 0);
+	r = eval_at(&t, CODE_ADDR);
+	ck_assert_uint_eq(r.kind, CP_RULE_SIMPLE);
+	SAVED(r, 0, CP_SAVED_UNDEF, 0);
 }
 END_TEST
 

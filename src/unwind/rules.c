@@ -353,6 +353,17 @@ void cp_rule_eval(const uint8_t *data, size_t size, uint64_t addr,
 	    c.signal)
 		return;
 	uint64_t start, range, u;
+	/* libunwind 1.6 reads DW_EH_PE_sleb128 as an unsigned LEB128
+	 * (dwarf_i.h): its FDE then starts elsewhere than ours.  Its
+	 * reading, whatever it is, is the one to keep.  */
+	if ((c.fde_enc & PE_FORMAT_MASK) == PE_SLEB128)
+		return;
+	/* It also takes an encoded 0 as the address 0, pc-relative or not
+	 * (dwarf_read_encoded_pointer_inlined).  */
+	struct rd raw = r;
+	if (!rd_encoded(&raw, c.fde_enc & PE_FORMAT_MASK, addr, 0, &u) ||
+	    u == 0)
+		return;
 	if (!encoding_ok(c.fde_enc, PTR_CODE) ||
 	    !rd_encoded(&r, c.fde_enc, addr, 0, &start) ||
 	    !rd_encoded(&r, c.fde_enc & PE_FORMAT_MASK, addr, 0, &range) ||
@@ -370,14 +381,18 @@ void cp_rule_eval(const uint8_t *data, size_t size, uint64_t addr,
 			return;
 		instr = r.pos;
 	}
+	/* setup_fde: every column "same", and while the CIE's instructions
+	 * run, the state DW_CFA_restore goes back to is all zeros
+	 * (DWARF_WHERE_UNDEF).  */
 	struct state st, initial;
+	memset(&initial, 0, sizeof(initial));
 	for (unsigned i = 0; i < NCOLS; i++) {
 		st.where[i] = W_SAME;
 		st.val[i] = 0;
 	}
 	uint64_t loc = 0;
 	struct rd ci = {data, c.instr, c.end};
-	if (!run(&ci, &c, &loc, ~(uint64_t)0, &st, &st))
+	if (!run(&ci, &c, &loc, ~(uint64_t)0, &st, &initial))
 		return;
 	initial = st;
 	loc = start;

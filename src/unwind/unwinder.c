@@ -1,5 +1,6 @@
-/* Remote DWARF CFI unwinding with libunwind, from a stack snapshot; where
- * no CFI covers a pc, the caller found by nocfi.c.  */
+/* Remote DWARF CFI unwinding from a stack snapshot: each frame whose rule
+ * is simple stepped with our own rules (rules.h), the others by libunwind;
+ * where no CFI covers a pc, the caller found by nocfi.c.  */
 #include "cprof/unwinder.h"
 
 #include <elf.h>

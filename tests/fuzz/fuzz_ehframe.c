@@ -20,7 +20,10 @@
  *     the image), parses each FDE and steps one frame without crashing
  *     or hanging, wherever in the FDE's code the pc is.  (libunwind is not
  *     instrumented: this finds its aborts, wild reads and endless loops,
- *     not every read past an array.)  */
+ *     not every read past an array.)
+ *   - our own rule of that pc (src/unwind/rules.h), when it says it is
+ *     simple, steps the frame exactly as libunwind did: the same result,
+ *     pc, stack pointer and callee-saved registers.  */
 #include <libunwind.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +32,7 @@
 #include "cprof/ehframe.h"
 #include "cprof/error.h"
 #include "fuzzutil.h"
+#include "unwind/rules.h"
 
 /* Where the input lies, the code it may describe, and the rewritten
  * .debug_frame image (as in src/unwind/unwtables.c: above 2^63).  */
@@ -110,7 +114,11 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp,
 		memcpy(valp, bytes, 8);
 		return 0;
 	}
-	return -UNW_EINVAL;
+	/* Anything else is the target's other memory, which the unwinder
+	 * would read there (an indirect personality pointer of a CIE):
+	 * some word.  */
+	*valp = addr * 0x9e3779b97f4a7c15ull;
+	return 0;
 }
 
 static int access_reg(unw_addr_space_t as, unw_regnum_t reg,
@@ -167,8 +175,80 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* Step one frame from PC with libunwind, on the fake machine.  */
-static void step_from(uint64_t pc)
+static bool stack_word(uint64_t addr, uint64_t *val)
+{
+	if (addr < STACK_ADDR || addr - STACK_ADDR > STACK_SIZE - 8)
+		return false;
+	memcpy(val, stack + (addr - STACK_ADDR), 8);
+	return true;
+}
+
+/* Our rule of PC (FDE F) against libunwind's step from the same
+ * registers: STEP, IP and SP its result, CURSOR at the caller.  */
+static void compare_rule(const struct cp_ehframe_fde *f, uint64_t pc,
+			 int step, unw_cursor_t *cursor)
+{
+	struct cp_rule r;
+	cp_rule_eval(image, image_size, image_addr, f->fde_addr, f->pc_start,
+		     pc, &r);
+	FUZZ_CHECK(r.kind == CP_RULE_SIMPLE || r.kind == CP_RULE_COMPLEX,
+		   "rule kind %u", r.kind);
+	if (r.kind != CP_RULE_SIMPLE)
+		return;
+	/* As the unwinder's fast_step does; what it would leave to
+	 * libunwind (a slot outside the stack) is not compared.  */
+	uint64_t cfa = (r.cfa_reg == UNW_X86_64_RSP ? regs[UNW_X86_64_RSP]
+						     : regs[r.cfa_reg]) +
+		       (uint64_t)(int64_t)r.cfa_off;
+	uint64_t vals[CP_RULE_NSAVED];
+	for (unsigned i = 0; i < CP_RULE_NSAVED; i++) {
+		unsigned reg = cp_rule_saved_reg[i];
+		vals[i] = regs[reg];
+		if (cp_rule_how(&r, i) == CP_SAVED_CFA &&
+		    !stack_word(cfa + (uint64_t)((int64_t)r.slot[i] * 8),
+				&vals[i]))
+			return;
+	}
+	bool ra_undef = cp_rule_how(&r, CP_RULE_RA) == CP_SAVED_UNDEF;
+	uint64_t next_ip = ra_undef ? 0 : vals[CP_RULE_RA];
+	int expect = 1;
+	if (next_ip == pc && cfa == regs[UNW_X86_64_RSP])
+		expect = -1;
+	else if (ra_undef || cp_rule_how(&r, 1) == CP_SAVED_UNDEF)
+		expect = 0;
+	FUZZ_CHECK(expect < 0 ? step < 0 : step == expect,
+		   "pc %#llx: libunwind's step %d, ours %d (cfa r%u%+d, "
+		   "saved %#x; FDE at %#llx of image %#llx, code %#llx)",
+		   (unsigned long long)pc, step, expect,
+		   r.cfa_reg, r.cfa_off, r.how, (unsigned long long)f->fde_addr,
+		   (unsigned long long)image_addr,
+		   (unsigned long long)f->pc_start);
+	if (expect <= 0)
+		return;
+	unw_word_t ip = 0, sp = 0;
+	unw_get_reg(cursor, UNW_REG_IP, &ip);
+	unw_get_reg(cursor, UNW_REG_SP, &sp);
+	FUZZ_CHECK(ip == next_ip && sp == cfa,
+		   "pc %#llx: libunwind's caller %#llx sp %#llx, ours %#llx "
+		   "sp %#llx", (unsigned long long)pc, (unsigned long long)ip,
+		   (unsigned long long)sp, (unsigned long long)next_ip,
+		   (unsigned long long)cfa);
+	for (unsigned i = 0; i + 1 < CP_RULE_NSAVED; i++) {
+		unw_word_t v = 0;
+		if (cp_rule_how(&r, i) == CP_SAVED_UNDEF)
+			continue;
+		int rc = unw_get_reg(cursor, cp_rule_saved_reg[i], &v);
+		FUZZ_CHECK(rc == 0 && v == vals[i],
+			   "pc %#llx: register %u: libunwind %#llx (%d), "
+			   "ours %#llx", (unsigned long long)pc,
+			   cp_rule_saved_reg[i], (unsigned long long)v, rc,
+			   (unsigned long long)vals[i]);
+	}
+}
+
+/* Step one frame from PC (in FDE F) with libunwind, on the fake
+ * machine, and compare our rule's step.  */
+static void step_from(const struct cp_ehframe_fde *f, uint64_t pc)
 {
 	for (int r = 0; r < 17; r++)
 		regs[r] = STACK_ADDR + 64 * (uint64_t)r;
@@ -177,10 +257,9 @@ static void step_from(uint64_t pc)
 	unw_cursor_t cursor;
 	if (unw_init_remote(&cursor, as, NULL) < 0)
 		return;
-	unw_word_t ip;
-	unw_step(&cursor);
-	unw_get_reg(&cursor, UNW_REG_IP, &ip);
+	int step = unw_step(&cursor);
 	unw_is_signal_frame(&cursor);
+	compare_rule(f, pc, step, &cursor);
 }
 
 /* The properties of a built table T of IN.  */
@@ -228,8 +307,9 @@ static void check_table(const struct cp_ehframe_input *in,
 	image_addr = addr;
 	for (size_t i = 0; i < n && i < 8; i++) {
 		const struct cp_ehframe_fde *f = cp_ehframe_table_fde(t, i);
-		step_from(f->pc_start);
-		step_from(f->pc_start + (f->pc_end - f->pc_start) / 2);
+		step_from(f, f->pc_start);
+		step_from(f, f->pc_start + (f->pc_end - f->pc_start) / 2);
+		step_from(f, f->pc_end - 1);
 	}
 	table = NULL;
 }
