@@ -8,7 +8,10 @@
 # SECONDS` (99 Hz, the default output: folded, inlined frames) and polls
 # the worker's /proc/PID/status every 50 ms: VmHWM and VmRSS at 0.2 s
 # (attached), at 2 s (the first symbolization done), and at the end (the
-# last poll before it exits), with the parent's VmHWM.  Targets:
+# last poll before it exits), with the parent's VmHWM; and the largest
+# size of the memfd images of debug files the worker maps
+# (symbolize/dwlazy.h; memory not counted in RSS where not mapped) in
+# its first 3 s.  Targets:
 #   chain     BUILD/fixtures/chain-O0: hot frames in the program, libc only
 #             at the bottom of the stacks (__libc_start_main)
 #   workload  BUILD/bench/workload-O2 --forever (bench/workload.c)
@@ -40,8 +43,24 @@ status_kb() { # PID FIELD
 	awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null
 }
 
-# One run: print "name debug hwm_0.2 rss_0.2 hwm_2 rss_2 hwm_end rss_end
-# parent_hwm" (kB).
+# The kB of the memfd files PID maps (the symbolizer's images of debug
+# files, symbolize/dwlazy.h): memory too, though not in RSS where not
+# mapped.  Each file once.
+memfd_kb() { # PID
+	local f seen=" " kb=0 ino blocks
+	for f in /proc/"$1"/map_files/*; do
+		[[ $(readlink "$f" 2>/dev/null) == /memfd:* ]] || continue
+		read -r ino blocks < <(stat -L -c '%i %b' "$f" 2>/dev/null) ||
+			continue
+		[[ $seen == *" $ino "* ]] && continue
+		seen+="$ino "
+		kb=$((kb + blocks / 2))
+	done
+	echo "$kb"
+}
+
+# One run: print "name debug hwm_0.2 rss_0.2 hwm_2 rss_2 memfd hwm_end
+# rss_end parent_hwm" (kB).
 measure() { # NAME DEBUG CMD...
 	local name=$1 debug=$2
 	shift 2
@@ -49,12 +68,15 @@ measure() { # NAME DEBUG CMD...
 	local target=$!
 	sleep 0.3
 	"$ATTACH" "$target" -d "$SECONDS_RUN" -q -o "$TMP/out.folded" &
-	local attach=$! worker= i h02=- r02=- h2=- r2=- h=- r=- ph=- v
+	local attach=$! worker= i h02=- r02=- h2=- r2=- m2=- h=- r=- ph=- v
 	local t0 t
 	t0=$(date +%s%N)
 	for ((i = 1; i <= SECONDS_RUN * 20 + 100; i++)); do
-		[[ -z $worker ]] && worker=$(awk '{ print $1 }' \
+		# Read each time: a child of a moment (a fork before the
+		# worker's) must not be taken for it.
+		v=$(awk '{ print $NF }' \
 			"/proc/$attach/task/$attach/children" 2>/dev/null)
+		[[ -n $v ]] && worker=$v
 		if [[ -n $worker ]]; then
 			v=$(status_kb "$worker" VmHWM)
 			if [[ -n $v ]]; then
@@ -63,6 +85,13 @@ measure() { # NAME DEBUG CMD...
 				t=$(( ($(date +%s%N) - t0) / 1000000 ))
 				[[ $h02 == - ]] && ((t >= 200)) && h02=$h r02=$r
 				[[ $h2 == - ]] && ((t >= 2000)) && h2=$h r2=$r
+				# The largest seen in the first 3 s (the images
+				# go when the modules are let go, after 1-2 s
+				# without use).
+				if ((t < 3000)); then
+					v=$(memfd_kb "$worker")
+					[[ $m2 == - ]] || ((v > m2)) && m2=$v
+				fi
 			fi
 		fi
 		v=$(status_kb "$attach" VmHWM)
@@ -78,8 +107,8 @@ measure() { # NAME DEBUG CMD...
 		echo "$name: cprof-attach failed (exit $rc)" >&2
 		return 1
 	fi
-	printf '%-9s %-8s %8s %8s %8s %8s %8s %8s %8s\n' "$name" "$debug" \
-		"$h02" "$r02" "$h2" "$r2" "$h" "$r" "$ph"
+	printf '%-9s %-8s %8s %8s %8s %8s %8s %8s %8s %8s\n' "$name" \
+		"$debug" "$h02" "$r02" "$h2" "$r2" "$m2" "$h" "$r" "$ph"
 }
 
 run_target() { # NAME DEBUG
@@ -104,8 +133,8 @@ fi
 
 echo "cprof-attach worker memory (kB), $SECONDS_RUN s at 99 Hz; load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "/usr/lib/debug: $(find /usr/lib/debug -name '*.debug' 2>/dev/null | wc -l) debug files"
-printf '%-9s %-8s %8s %8s %8s %8s %8s %8s %8s\n' target debug \
-	hwm0.2s rss0.2s hwm2s rss2s hwm_end rss_end parent
+printf '%-9s %-8s %8s %8s %8s %8s %8s %8s %8s %8s\n' target debug \
+	hwm0.2s rss0.2s hwm2s rss2s memfd hwm_end rss_end parent
 fail=0
 for t in $TARGETS; do run_target "$t" usr-lib || fail=1; done
 if [[ $NODEBUG == 1 ]]; then
