@@ -15,12 +15,13 @@
  * -pthread.
  *
  * The whole tracer's figure (profile, resolver, symbolizer, capture):
- * run cprof-attach -F 999 -d 60 on bench/stackchurn (gcc -O2 -g
- * -fno-omit-frame-pointer), read VmRSS of its tracing process (the child
- * of the one started) every few seconds, and divide the growth between
- * two readings by the growth of distinct stacks (the lines of a
- * --format folded output written at each reading; or -v's
- * "distinct stacks" count); see bench/README.md.  */
+ * GOALS=5 bash bench/cost.sh BUILD runs cprof-attach -F 999 on
+ * bench/stackchurn and divides the tracing process's VmRSS growth by the
+ * profile's folded lines.  Folded lines undercount distinct stacks (the
+ * innermost pcs of one function fold into one line); for the exact count
+ * write --format pprof and count its samples (one per distinct thread and
+ * stack), and read VmRSS of the tracing process (the child of the one
+ * started) every few seconds.  */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,20 @@
 #include "cprof/profile.h"
 
 #define NLOCS 4096
+
+/* This process's resident set (VmRSS), in bytes.  */
+static size_t rss_bytes(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	size_t kb = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %zu", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
 
 static void run(size_t n, size_t depth, bool fanout)
 {
@@ -45,6 +60,7 @@ static void run(size_t n, size_t depth, bool fanout)
 	}
 	uint64_t rng = 88172645463325252ull;
 	struct mallinfo2 before = mallinfo2();
+	size_t rss_before = rss_bytes();
 	size_t bytes_before = cp_profile_bytes(p);
 	size_t distinct = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -73,14 +89,16 @@ static void run(size_t n, size_t depth, bool fanout)
 		cp_profile_add(p, 1, id, 1);
 	}
 	struct mallinfo2 after = mallinfo2();
+	size_t rss_after = rss_bytes();
 	size_t grown = after.uordblks + after.hblkhd - before.uordblks -
 		       before.hblkhd;
 	printf("%-8s depth %3zu distinct %7zu bytes_per_stack %6.1f "
-	       "(cp_profile_bytes %6.1f)\n",
+	       "(cp_profile_bytes %6.1f, rss %6.1f)\n",
 	       fanout ? "fanout4" : "random", depth, distinct,
 	       (double)grown / (double)distinct,
 	       (double)(cp_profile_bytes(p) - bytes_before) /
-		       (double)distinct);
+		       (double)distinct,
+	       (double)(rss_after - rss_before) / (double)distinct);
 	cp_profile_free(p);
 }
 

@@ -310,7 +310,7 @@ END_TEST
  * tree: about 150, 230 and 315 bytes at depths 5, 20 and 40).  */
 START_TEST(stack_memory)
 {
-	enum { NSTACKS = 50000 };
+	enum { NSTACKS = 20000 };
 	uint32_t locs[16];
 	for (size_t i = 0; i < 16; i++)
 		locs[i] = frame(0x1000 + i, "f");
@@ -320,7 +320,7 @@ START_TEST(stack_memory)
 		double bound;     /* bytes per distinct stack */
 	} cases[] = {
 		/* every frame random: shared only by chance */
-		{5, 0, 72}, {20, 0, 90}, {40, 0, 120},
+		{5, 0, 56}, {20, 0, 77}, {40, 0, 110},
 		/* a program's outer frames, then churn at the leaves */
 		{20, 16, 64}, {40, 36, 64},
 	};

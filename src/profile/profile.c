@@ -14,26 +14,24 @@ struct thread_name {
 	uint32_t name; /* string id */
 };
 
-/* Stacks are paths in a prefix tree from the outermost frame (a radix
- * tree: a node holds a run of one or more locations).  A stack costs the
- * locations it does not share with a stack interned before, one byte each
- * for the first 64 locations, and one or two nodes (its own, and the one a
- * run is split into where it leaves an older stack's path), instead of a
- * flat copy of every location.  */
+/* Stacks are paths in a prefix tree from the outermost frame.  A node
+ * holds a run of locations and hangs under its parent after the first POS
+ * locations of the parent's run (a stack that leaves an older one's path
+ * in the middle of its run needs no split).  Each node is made by the one
+ * stack that ends at the end of its run, so stack ID is node ID - 1 and a
+ * stack costs one node, one index slot and the locations it does not share
+ * with an older stack (one byte each for the first 128 location ids).
+ * Node 0, the root, has no run and no stack; the empty stack is a node
+ * under it with an empty run, as is a stack that ends inside an older
+ * one's run.  */
 struct node {
-	uint32_t parent; /* node id; NO_NODE for the root */
-	uint32_t run;    /* offset in runs[] of the node's locations */
-	uint32_t stack;  /* the stack id that ends here, or NO_STACK */
+	uint32_t parent;       /* node id; the root's is 0 */
+	uint32_t run;          /* offset in runs[] of the node's record */
+	uint32_t first_sample; /* its stack's first sample, or NO_SAMPLE */
 };
 
-/* A run: the node's locations, outermost first, each as LEB128 of
- * loc << 1 | last, LAST set on the run's last location (so a split only
- * sets one bit of the location before it).  */
-
-struct stack_ref {
-	uint32_t node;         /* where the stack ends */
-	uint32_t first_sample; /* its first sample, or NO_SAMPLE */
-};
+/* A node's record in runs[]: POS, the number of locations N, then the N
+ * locations outermost first, each a LEB128 number.  */
 
 /* An open-addressing table of ids (id + 1 in each slot, 0 empty) whose
  * keys the caller hashes and compares: 4 bytes a slot, no stored hash.  */
@@ -44,8 +42,8 @@ struct idtable {
 };
 
 #define NO_NODE UINT32_MAX
-#define NO_STACK UINT32_MAX
 #define NO_SAMPLE UINT32_MAX
+#define END_LOC UINT32_MAX /* the first location of an empty run */
 
 struct cp_profile {
 	/* strings: NUL-terminated, in blocks that never move, so a borrowed
@@ -60,13 +58,12 @@ struct cp_profile {
 	struct cp_location *locations;
 	uint32_t nlocations, locations_cap;
 
-	struct node *nodes; /* nodes[0] is the root, the empty stack's */
+	struct node *nodes; /* nodes[0] is the root; stack ID is node ID - 1 */
 	uint32_t nnodes, nodes_cap;
-	struct idtable node_index; /* (parent, first location) -> node */
+	struct idtable node_index; /* (parent, pos, first location) -> node */
 	uint8_t *runs;
 	size_t runs_used, runs_cap;
-	struct stack_ref *stacks;
-	uint32_t nstacks, stacks_cap;
+	uint32_t nstacks;
 
 	struct cp_sample *samples;
 	size_t nsamples, samples_cap;
@@ -140,7 +137,6 @@ void cp_profile_free(struct cp_profile *p)
 	free(p->nodes);
 	free(p->node_index.slots);
 	free(p->runs);
-	free(p->stacks);
 	free(p->samples);
 	free(p->sample_index.slots);
 	free(p->values);
@@ -263,24 +259,21 @@ const struct cp_location *cp_profile_location(const struct cp_profile *p,
 	return id < p->nlocations ? &p->locations[id] : NULL;
 }
 
-/* The id in T under HASH that EQ accepts, or UINT32_MAX; *AT set to its
- * slot (or the empty slot that ends the probe) when AT is not NULL.  */
+/* The id in T under HASH that EQ accepts for KEY, or UINT32_MAX.  */
 static uint32_t idtable_find(const struct idtable *t, uint64_t hash,
 			     bool (*eq)(const struct cp_profile *, uint32_t,
 					const void *),
-			     const struct cp_profile *p, const void *key,
-			     size_t *at)
+			     const struct cp_profile *p, const void *key)
 {
 	if (t->cap == 0)
 		return UINT32_MAX;
 	size_t mask = t->cap - 1;
 	for (size_t i = hash & mask;; i = (i + 1) & mask) {
 		uint32_t slot = t->slots[i];
-		if (slot == 0 || eq(p, slot - 1, key)) {
-			if (at)
-				*at = i;
-			return slot ? slot - 1 : UINT32_MAX;
-		}
+		if (slot == 0)
+			return UINT32_MAX;
+		if (eq(p, slot - 1, key))
+			return slot - 1;
 	}
 }
 
@@ -350,132 +343,109 @@ static uint64_t get_varint(const uint8_t *at, size_t *n)
 	return v;
 }
 
-static uint32_t first_loc(const struct cp_profile *p, uint32_t node)
+/* The header of NODE's record: *POS and *N; returns the offset of its
+ * first location.  */
+static size_t record_of(const struct cp_profile *p, uint32_t node,
+			uint32_t *pos, uint32_t *n)
 {
-	size_t n;
-	return (uint32_t)(get_varint(p->runs + p->nodes[node].run, &n) >> 1);
+	size_t at = p->nodes[node].run, len;
+	*pos = (uint32_t)get_varint(p->runs + at, &len);
+	at += len;
+	*n = (uint32_t)get_varint(p->runs + at, &len);
+	return at + len;
 }
 
-static uint64_t edge_hash(uint32_t parent, uint32_t loc)
+static uint64_t edge_hash(uint32_t parent, uint32_t pos, uint32_t loc)
 {
-	return cp_hash_u64(((uint64_t)parent << 32) | loc);
+	return cp_hash_u64((((uint64_t)parent << 32) | loc) +
+			   pos * 0x9e3779b97f4a7c15ULL);
+}
+
+/* A node's place: under PARENT, after POS of its locations, starting with
+ * LOC (END_LOC for an empty run).  */
+struct edge {
+	uint32_t parent, pos, loc;
+};
+
+static struct edge edge_of(const struct cp_profile *p, uint32_t node)
+{
+	struct edge e = {.parent = p->nodes[node].parent};
+	uint32_t n;
+	size_t at = record_of(p, node, &e.pos, &n), len;
+	e.loc = n ? (uint32_t)get_varint(p->runs + at, &len) : END_LOC;
+	return e;
 }
 
 static uint64_t node_hash(const struct cp_profile *p, uint32_t node)
 {
-	return edge_hash(p->nodes[node].parent, first_loc(p, node));
+	struct edge e = edge_of(p, node);
+	return edge_hash(e.parent, e.pos, e.loc);
 }
-
-struct edge {
-	uint32_t parent, loc;
-};
 
 static bool edge_eq(const struct cp_profile *p, uint32_t node,
 		    const void *key)
 {
-	const struct edge *e = key;
-	return p->nodes[node].parent == e->parent && first_loc(p, node) == e->loc;
-}
-
-/* A new node under PARENT whose run starts at RUN; room reserved.  */
-static uint32_t add_node(struct cp_profile *p, uint32_t parent, uint32_t run)
-{
-	p->nodes[p->nnodes] = (struct node){parent, run, NO_STACK};
-	return p->nnodes++;
-}
-
-/* Room for two more nodes, two more index entries and N more locations
- * of run: all that interning a stack can add.  */
-static bool reserve_tree(struct cp_profile *p, size_t n)
-{
-	if (p->nnodes > UINT32_MAX - 3 || p->runs_used + n * 5 > UINT32_MAX)
+	const struct edge *k = key;
+	if (p->nodes[node].parent != k->parent)
 		return false;
-	return reserve32(&p->nodes, sizeof(*p->nodes), p->nnodes + 2,
-			 &p->nodes_cap) &&
-	       idtable_reserve(&p->node_index, 2, node_hash, p) &&
-	       reserve(&p->runs, 1, p->runs_used + n * 5, &p->runs_cap);
+	struct edge e = edge_of(p, node);
+	return e.pos == k->pos && e.loc == k->loc;
 }
 
-/* Split node X after its first J locations: a new node takes them (and
- * X's place under its parent), X keeps the rest under the new node.  AT is
- * the offset of X's location J in runs[], BEFORE that of location J - 1.
- * Returns the new node.  Room reserved.  */
-static uint32_t split(struct cp_profile *p, uint32_t x, size_t before,
-		      size_t at)
-{
-	struct edge old = {p->nodes[x].parent, first_loc(p, x)};
-	size_t slot = 0;
-	idtable_find(&p->node_index, edge_hash(old.parent, old.loc), edge_eq,
-		     p, &old, &slot);
-	uint32_t head = add_node(p, old.parent, p->nodes[x].run);
-	p->node_index.slots[slot] = head + 1;
-	p->runs[before] |= 1; /* the head's run ends there */
-	p->nodes[x].parent = head;
-	p->nodes[x].run = (uint32_t)at;
-	idtable_put(&p->node_index, node_hash(p, x), x);
-	return head;
-}
-
-/* A new node under PARENT with the run LOCS[K], LOCS[K-1] .. LOCS[0].  */
-static uint32_t add_leaf(struct cp_profile *p, uint32_t parent,
-			 const uint32_t *locs, size_t k)
-{
-	uint32_t run = (uint32_t)p->runs_used;
-	for (size_t i = k + 1; i-- > 0;)
-		p->runs_used += put_varint(p->runs + p->runs_used,
-					   (uint64_t)locs[i] << 1 | (i == 0));
-	uint32_t leaf = add_node(p, parent, run);
-	idtable_put(&p->node_index, edge_hash(parent, locs[k]), leaf);
-	return leaf;
-}
-
-/* The node of the stack LOCS[0..N) (innermost first), added with what
- * it does not share with the tree; NO_NODE when out of memory.  */
+/* The node of the stack that ends N locations into the path from the
+ * root, LOCS[0..N) innermost first, added with the locations it does not
+ * share with the tree; NO_NODE when out of memory.  */
 static uint32_t node_of(struct cp_profile *p, const uint32_t *locs, size_t n)
 {
 	if (!p->nodes) {
 		if (!reserve32(&p->nodes, sizeof(*p->nodes), 1, &p->nodes_cap))
 			return NO_NODE;
-		add_node(p, NO_NODE, 0);
+		p->nodes[p->nnodes++] = (struct node){0, 0, NO_SAMPLE};
 	}
 	uint32_t node = 0;
-	size_t k = n; /* locations LOCS[0..K) still to place */
-	while (k > 0) {
-		struct edge e = {node, locs[k - 1]};
-		uint32_t child = idtable_find(&p->node_index,
-					      edge_hash(node, e.loc), edge_eq,
-					      p, &e, NULL);
-		if (child == UINT32_MAX) {
-			if (!reserve_tree(p, k))
-				return NO_NODE;
-			return add_leaf(p, node, locs, k - 1);
-		}
-		/* Follow the child's run as far as it matches.  */
-		size_t at = p->nodes[child].run, before = at;
-		size_t matched = 0;
-		bool last = false;
-		while (!last) {
-			size_t len;
-			uint64_t v = get_varint(p->runs + at, &len);
-			if (k == 0 || (uint32_t)(v >> 1) != locs[k - 1])
+	uint32_t matched = 0, len = 0; /* of NODE's run */
+	size_t k = n;                  /* locations LOCS[0..K) to place */
+	for (;;) {
+		if (k == 0 && matched == len && node != 0)
+			return node; /* its own stack */
+		struct edge e = {node, matched, k ? locs[k - 1] : END_LOC};
+		uint64_t hash = edge_hash(e.parent, e.pos, e.loc);
+		uint32_t child = idtable_find(&p->node_index, hash, edge_eq,
+					      p, &e);
+		if (child == UINT32_MAX)
+			break;
+		node = child;
+		uint32_t pos;
+		size_t at = record_of(p, node, &pos, &len);
+		for (matched = 0; matched < len && k > 0; matched++, k--) {
+			size_t step;
+			uint32_t loc = (uint32_t)get_varint(p->runs + at, &step);
+			if (loc != locs[k - 1])
 				break;
-			before = at;
-			at += len;
-			last = v & 1;
-			k--;
-			matched++;
+			at += step;
 		}
-		if (last) {
-			node = child;
-			continue;
-		}
-		/* The stack leaves (or ends in) the child's run after
-		 * MATCHED of its locations (at least its first).  */
-		if (!reserve_tree(p, k))
-			return NO_NODE;
-		node = split(p, child, before, at);
 	}
-	return node;
+	/* A new node under NODE after MATCHED of its locations, with the
+	 * rest of the stack: LOCS[K-1] .. LOCS[0].  */
+	if (p->nnodes >= UINT32_MAX - 1 ||
+	    p->runs_used + 20 + k * 5 > UINT32_MAX ||
+	    !reserve32(&p->nodes, sizeof(*p->nodes), p->nnodes + 1,
+		       &p->nodes_cap) ||
+	    !idtable_reserve(&p->node_index, 1, node_hash, p) ||
+	    !reserve(&p->runs, 1, p->runs_used + 20 + k * 5, &p->runs_cap))
+		return NO_NODE;
+	uint32_t run = (uint32_t)p->runs_used;
+	uint8_t *at = p->runs + p->runs_used;
+	at += put_varint(at, matched);
+	at += put_varint(at, k);
+	for (size_t i = k; i-- > 0;)
+		at += put_varint(at, locs[i]);
+	p->runs_used = (size_t)(at - p->runs);
+	uint32_t added = p->nnodes++;
+	p->nodes[added] = (struct node){node, run, NO_SAMPLE};
+	idtable_put(&p->node_index,
+		    edge_hash(node, matched, k ? locs[k - 1] : END_LOC), added);
+	return added;
 }
 
 uint32_t cp_profile_intern_stack(struct cp_profile *p, const uint32_t *locs,
@@ -484,43 +454,23 @@ uint32_t cp_profile_intern_stack(struct cp_profile *p, const uint32_t *locs,
 	uint32_t node = node_of(p, locs, n);
 	if (node == NO_NODE)
 		return UINT32_MAX;
-	if (p->nodes[node].stack != NO_STACK)
-		return p->nodes[node].stack;
-	if (p->nstacks == UINT32_MAX - 1 ||
-	    !reserve32(&p->stacks, sizeof(*p->stacks), p->nstacks + 1,
-		       &p->stacks_cap))
-		return UINT32_MAX;
-	p->stacks[p->nstacks] = (struct stack_ref){node, NO_SAMPLE};
-	p->nodes[node].stack = p->nstacks;
-	return p->nstacks++;
-}
-
-/* Decode the run of NODE into OUT (outermost first) when OUT is not
- * NULL; returns its number of locations.  */
-static size_t run_of(const struct cp_profile *p, uint32_t node, uint32_t *out)
-{
-	const uint8_t *at = p->runs + p->nodes[node].run;
-	size_t n = 0;
-	for (;;) {
-		size_t len;
-		uint64_t v = get_varint(at, &len);
-		if (out)
-			out[n] = (uint32_t)(v >> 1);
-		n++;
-		at += len;
-		if (v & 1)
-			return n;
-	}
+	if (node > p->nstacks)
+		p->nstacks = node; /* a new one: stack NODE - 1 */
+	return node - 1;
 }
 
 size_t cp_profile_stack_depth(const struct cp_profile *p, uint32_t id)
 {
 	if (id >= p->nstacks)
 		return 0;
-	size_t depth = 0;
-	for (uint32_t node = p->stacks[id].node; node != 0;
-	     node = p->nodes[node].parent)
-		depth += run_of(p, node, NULL);
+	uint32_t node = id + 1, pos, n;
+	record_of(p, node, &pos, &n);
+	size_t depth = n;
+	/* each node on the way up gives its parent's first POS locations */
+	for (; node != 0; node = p->nodes[node].parent) {
+		record_of(p, node, &pos, &n);
+		depth += pos;
+	}
 	return depth;
 }
 
@@ -530,17 +480,31 @@ size_t cp_profile_stack_locs(const struct cp_profile *p, uint32_t id,
 	size_t depth = cp_profile_stack_depth(p, id);
 	if (depth > cap)
 		return depth;
-	/* From the innermost node up: each run decoded, then reversed.  */
-	size_t n = 0;
-	for (uint32_t node = p->stacks[id].node; node != 0;
-	     node = p->nodes[node].parent) {
-		size_t len = run_of(p, node, locs + n);
-		for (size_t i = 0; i < len / 2; i++) {
-			uint32_t t = locs[n + i];
-			locs[n + i] = locs[n + len - 1 - i];
-			locs[n + len - 1 - i] = t;
+	/* From the innermost node up: the locations each gives (all of its
+	 * run, then of each parent the first POS of the node below it),
+	 * decoded outermost first, then reversed in place.  */
+	size_t filled = 0;
+	uint32_t node = id + 1, pos, n;
+	size_t at = record_of(p, node, &pos, &n);
+	uint32_t take = n;
+	for (;;) {
+		for (uint32_t i = 0; i < take; i++) {
+			size_t step;
+			locs[filled + i] =
+				(uint32_t)get_varint(p->runs + at, &step);
+			at += step;
 		}
-		n += len;
+		for (uint32_t i = 0; i < take / 2; i++) {
+			uint32_t t = locs[filled + i];
+			locs[filled + i] = locs[filled + take - 1 - i];
+			locs[filled + take - 1 - i] = t;
+		}
+		filled += take;
+		take = pos;
+		node = p->nodes[node].parent;
+		if (node == 0)
+			break;
+		at = record_of(p, node, &pos, &n);
 	}
 	return depth;
 }
@@ -603,7 +567,7 @@ size_t cp_profile_bytes(const struct cp_profile *p)
 {
 	return p->nodes_cap * sizeof(*p->nodes) +
 	       p->node_index.cap * sizeof(*p->node_index.slots) +
-	       p->runs_cap + p->stacks_cap * sizeof(*p->stacks) +
+	       p->runs_cap +
 	       p->samples_cap * sizeof(*p->samples) +
 	       p->sample_index.cap * sizeof(*p->sample_index.slots) +
 	       p->values_cap * sizeof(*p->values);
@@ -638,8 +602,9 @@ static size_t sample_of(struct cp_profile *p, pid_t tid, uint32_t stack)
 	/* A stack's first sample is found through the stack, the others
 	 * (the same stack on other threads, unknown stack ids) through
 	 * the index.  */
-	uint32_t *first = stack < p->nstacks ? &p->stacks[stack].first_sample
-					     : NULL;
+	uint32_t *first = stack < p->nstacks
+				  ? &p->nodes[stack + 1].first_sample
+				  : NULL;
 	if (first && *first != NO_SAMPLE && p->samples[*first].tid == tid)
 		return *first;
 	struct sample_key key = {tid, stack};
@@ -647,7 +612,7 @@ static size_t sample_of(struct cp_profile *p, pid_t tid, uint32_t stack)
 	bool indexed = !first || *first != NO_SAMPLE;
 	if (indexed) {
 		uint32_t id = idtable_find(&p->sample_index, hash, sample_eq,
-					   p, &key, NULL);
+					   p, &key);
 		if (id != UINT32_MAX)
 			return id;
 	}
