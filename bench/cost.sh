@@ -473,6 +473,8 @@ slowdown_runs() {
 			fi
 			record "slow.$c" "$ns"
 			record "slowrep.$rep.$c" "$ns"
+			ns=$(awk '/^cpu_ns/ { print $2 }' "$out")
+			[[ -n $ns ]] && record "slowcpu.$rep.$c" "$ns"
 		done
 		record slow.load "$(load)"
 	done

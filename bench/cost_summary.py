@@ -298,6 +298,14 @@ def slow(c):
     return med(xs)
 
 
+def slow_cpu(c):
+    """The same from the target's own CPU time (CLOCK_PROCESS_CPUTIME_ID):
+    not moved by the CPU share a loaded machine gives it, nor by the time
+    it is stopped."""
+    reps = {k.split(".")[1] for k in values if k.startswith("slowcpu.")}
+    return med([100.0 * (V("slowcpu.%s.%s" % (r, c)) / V("slowcpu.%s.unprofiled" % r) - 1) for r in reps])
+
+
 def slow_spread(c):
     reps = {k.split(".")[1] for k in values if k.startswith("slowrep.")}
     return spread([100.0 * (V("slowrep.%s.%s" % (r, c)) / V("slowrep.%s.unprofiled" % r) - 1) for r in reps])
@@ -315,9 +323,19 @@ if values.get("slow.unprofiled"):
             (lambda v, rt, ref=ref: met(v, "<=", max(ref, 0.0))) if hz == "999" else
             (lambda v, rt: met(v, "<=", 0.5)),
             lambda b, hz=hz: slow_spread(("cprof" if b == "new" else b) + hz))
+    if any(k.startswith("slowcpu.") for k in values):
+        ref = slow_cpu("perf999")
+        row("4", "  target's own CPU time, 999 Hz (paired)",
+            lambda b: slow_cpu(("cprof" if b == "new" else b) + "999"),
+            "perf -g %s%%" % f(ref, "%+.2f"), ref if ref > 0.05 else None, "%+.2f", "-",
+            lambda v, rt: "-")
+        row("4", "  target's own CPU time, 99 Hz (paired)",
+            lambda b: slow_cpu(("cprof" if b == "new" else b) + "99"),
+            "perf -g %s%%" % f(slow_cpu("perf99"), "%+.2f"), None, "%+.2f", "-",
+            lambda v, rt: "-")
     fast = lambda c: 100.0 * (min(values.get("slow." + c, [NAN])) / min(values["slow.unprofiled"]) - 1)
     ref = fast("perf999")
-    row("4", "  the same from the fastest runs, 999 Hz",
+    row("4", "  elapsed, fastest runs against the fastest unprofiled, 999 Hz",
         lambda b: fast(("cprof" if b == "new" else b) + "999"),
         "perf -g %s%%" % f(ref, "%+.2f"), ref if ref > 0.05 else None, "%+.2f", "<= perf",
         lambda v, rt, ref=ref: met(v, "<=", max(ref, 0.0)))

@@ -14,7 +14,10 @@
  * stdout: "ready" once every thread runs (flushed, for a reader on a pipe);
  * at the end "elapsed_ns N", the CLOCK_MONOTONIC time from the start of
  * main to the end of the last thread's work, so the time a profiler takes
- * to launch or attach does not count.  Exit 0, or 1 (with "FAIL ..." on
+ * to launch or attach does not count; then "cpu_ns N", the process's CPU
+ * time (all threads, CLOCK_PROCESS_CPUTIME_ID) over the same span: unlike
+ * the elapsed time, it does not depend on the share of the CPUs a loaded
+ * machine gives the process.  Exit 0, or 1 (with "FAIL ..." on
  * stderr) if any sum came out wrong; 2 on a usage error.  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,6 +63,14 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -185,7 +196,7 @@ static void parse_args(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	uint64_t start = now_ns();
+	uint64_t start = now_ns(), cpu_start = cpu_ns();
 	pthread_t threads[BENCH_MAX_THREADS];
 	int rc;
 
@@ -205,9 +216,10 @@ int main(int argc, char **argv)
 	bench_thread(NULL);
 	for (long t = 1; t < args.threads; t++)
 		pthread_join(threads[t], NULL);
-	uint64_t elapsed = now_ns() - start;
+	uint64_t elapsed = now_ns() - start, cpu = cpu_ns() - cpu_start;
 
 	printf("elapsed_ns %" PRIu64 "\n", elapsed);
+	printf("cpu_ns %" PRIu64 "\n", cpu);
 	fflush(stdout);
 	if (mismatches) {
 		fprintf(stderr, "FAIL %" PRIu64 " wrong sums\n", mismatches);
