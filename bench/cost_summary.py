@@ -52,6 +52,7 @@ def V(key):
 
 # ---- sampling runs (bench/f15.sh's parsing) ------------------------------------
 runs = defaultdict(list)
+no_stop_count = set()  # builds whose -v has no "N stops" line (before f4817ea)
 for err in glob.glob(out + "/runs/*.err"):
     tag = err[:-4]
     cfg, build, rep = os.path.basename(tag).split(".")
@@ -67,6 +68,8 @@ for err in glob.glob(out + "/runs/*.err"):
     r["latency"] = float(m.group(1)) if m else NAN
     m = re.search(r"(\d+) stops; our CPU", text)
     r["stops"] = float(m.group(1)) if m else r["samples"]
+    if not m:
+        no_stop_count.add(build)
     m = re.search(r"\(([0-9.]+) us on the sampling thread\)", text)
     r["thread_us"] = float(m.group(1)) if m else NAN
     m = re.search(r"([0-9.]+) system calls per stop, ([0-9.]+) per sample, on the sampling thread", text)
@@ -376,6 +379,8 @@ def line(cells):
 print(line(hdr))
 for r in rows:
     print(line(r))
+for b in sorted(no_stop_count):
+    print("(%s: its cprof-attach -v does not count stops; its figures \"per sample\" are per sample taken)" % b)
 loads = values.get("load.start", []) + values.get("heap.load", []) + values.get("slow.load", []) + \
     values.get("load.end", []) + [r["load"] for rs in runs.values() for r in rs]
 lo, hi = spread(loads)
