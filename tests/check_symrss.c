@@ -272,6 +272,52 @@ out:
 }
 END_TEST
 
+/* A batch of addresses in several units of libc handed over first
+ * (cp_symbols_prefetch, as the resolver does with each batch): one
+ * image holds them all, and the answers are unchanged.  */
+START_TEST(test_lazy_prefetch)
+{
+	struct tu_proc *fixture =
+		ready(tu_fixture_start("chain-O0", LONG_RUN, NULL));
+	struct cp_symbols *lazy = NULL, *whole = NULL;
+	static const char *const functions[] = {
+		"__libc_start_main", "clock_gettime", "malloc", "printf",
+		"qsort", "chain_gamma",
+	};
+	enum { N = sizeof(functions) / sizeof(functions[0]) };
+	uint64_t addresses[N];
+	uint64_t units, images;
+	size_t nwhole;
+
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &lazy), 0);
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &whole), 0);
+	for (size_t i = 0; i < N; i++) {
+		struct cp_place place;
+		ck_assert_int_eq(cp_symbols_locate(whole, functions[i],
+						   CP_LOCATE_ENTRY, &place), 0);
+		addresses[i] = place.addr + 0x10;
+	}
+	if (!libc_has_dwarf(cp_symbols_lookup(whole, addresses[0]))) {
+		fprintf(stderr, "test_lazy_prefetch: libc has no debug "
+				"information here: skipped\n");
+		goto out;
+	}
+	cp_symbols_set_lazy(lazy, true);
+	cp_symbols_prefetch(lazy, addresses, N);
+	for (size_t i = 0; i < N; i++)
+		expect_same(cp_symbols_lookup(lazy, addresses[i]),
+			    cp_symbols_lookup(whole, addresses[i]));
+	cp_symbols_lazy_stats(lazy, &units, &images, &nwhole);
+	ck_assert_msg(units >= 3, "%llu units", (unsigned long long)units);
+	ck_assert_msg(images == 1, "%llu images for one batch",
+		      (unsigned long long)images);
+	ck_assert_uint_eq(nwhole, 0);
+out:
+	cp_symbols_free(whole);
+	cp_symbols_free(lazy);
+}
+END_TEST
+
 static Suite *symrss_suite(void)
 {
 	Suite *suite = suite_create("symrss");
@@ -281,6 +327,7 @@ static Suite *symrss_suite(void)
 	tcase_add_test(tcase, test_no_debuginfod_without_urls);
 	tcase_add_test(tcase, test_release);
 	tcase_add_test(tcase, test_lazy_units);
+	tcase_add_test(tcase, test_lazy_prefetch);
 	suite_add_tcase(suite, tcase);
 	return suite;
 }

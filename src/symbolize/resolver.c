@@ -174,6 +174,24 @@ static void release_modules(struct cp_resolver *res)
 		res->release_ns *= 2;
 }
 
+/* The addresses of BATCH up to its first re-read of the modules (an
+ * exec), handed to the symbolizer before they are looked up, so that it
+ * reads what they need of each debug file at once.  */
+static void prefetch(struct cp_resolver *res, const struct job_list *batch)
+{
+	uint64_t *addresses = malloc(batch->count * sizeof(*addresses) + 1);
+	size_t n = 0;
+	if (!addresses)
+		return;
+	for (size_t i = 0; i < batch->count; i++) {
+		if (batch->jobs[i].location == UINT32_MAX)
+			break;
+		addresses[n++] = batch->jobs[i].address;
+	}
+	cp_symbols_prefetch(res->symbols, addresses, n);
+	free(addresses);
+}
+
 static void *symbolizer_main(void *arg)
 {
 	struct cp_resolver *res = arg;
@@ -220,6 +238,7 @@ static void *symbolizer_main(void *arg)
 		/* One batch is about one tick's new addresses: it may re-read
 		 * the target's mappings once for addresses in no module.  */
 		cp_symbols_new_epoch(res->symbols);
+		prefetch(res, &batch);
 		for (size_t i = 0; i < batch.count; i++) {
 			struct job *job = &batch.jobs[i];
 			if (job->location == UINT32_MAX)

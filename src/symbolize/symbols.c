@@ -95,6 +95,10 @@ struct cp_symbols {
 	bool lazy_dwarf;             /* debug files read by unit */
 	struct lazy_file **lazy;
 	size_t nlazy;
+	/* The addresses about to be looked up (borrowed, during a lookup or
+	 * a prefetch): the first image of a debug file has their units.  */
+	const uint64_t *pending;
+	size_t npending;
 };
 
 struct symtab;
@@ -272,6 +276,22 @@ static int lazy_image(struct cp_symbols *s, Dwfl_Module *mod,
 		lf->low = low;
 		lf->whole = cp_dwlazy_open(fd, &lf->units) < 0;
 		s->lazy[s->nlazy++] = lf;
+		/* The units of the addresses about to be looked up in the
+		 * module go into its first image (by the main file's bias:
+		 * the debug file's is the same unless it was prelinked, and
+		 * a unit missed is added by lazy_prepare).  */
+		Dwarf_Addr high = 0, bias = 0;
+		dwfl_module_info(mod, NULL, NULL, &high, NULL, NULL, NULL,
+				 NULL);
+		for (size_t i = 0; !lf->whole && i < s->npending; i++) {
+			uint64_t a = s->pending[i];
+			int64_t unit;
+			if (a < low || a >= high || !dwfl_module_getelf(mod, &bias))
+				continue;
+			unit = cp_dwlazy_unit(lf->units, a - bias);
+			if (unit >= 0 && cp_dwlazy_add(lf->units, (uint64_t)unit) < 0)
+				lf->whole = true;
+		}
 	}
 	md->lazy = lf;
 	if (lf->whole)
@@ -1212,7 +1232,16 @@ const struct cp_symbol *cp_symbols_lookup(struct cp_symbols *s,
 	}
 	s->lookups++;
 	current = s;
+	bool own_pending = s->pending == NULL;
+	if (own_pending) {
+		s->pending = &address;
+		s->npending = 1;
+	}
 	struct cp_symbol *sym = resolve(s, address);
+	if (own_pending) {
+		s->pending = NULL;
+		s->npending = 0;
+	}
 	current = NULL;
 	if (!sym)
 		return id < s->nsyms ? s->syms[id] : &unknown_symbol;
@@ -1409,6 +1438,66 @@ void cp_symbols_set_lazy(struct cp_symbols *s, bool lazy)
 			reopen(s, &all);
 	}
 	free_old(&all);
+}
+
+void cp_symbols_prefetch(struct cp_symbols *s, const uint64_t *addresses,
+			 size_t n)
+{
+	if (!s->lazy_dwarf || s->options.no_dwarf || n == 0)
+		return;
+	current = s;
+	s->pending = addresses;
+	s->npending = n;
+	/* Each module's debug file opened (its first image with the units
+	 * of all of ADDRESSES in it), then the units its image lacks added,
+	 * and each such module opened again once.  */
+	Dwfl_Module **reopen_mods = NULL;
+	size_t nreopen = 0;
+	for (size_t i = 0; i < n; i++) {
+		Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addresses[i]);
+		Dwarf_Addr bias = 0;
+		if (!mod || !dwfl_module_getdwarf(mod, &bias))
+			continue;
+		void **userdata;
+		dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL,
+				 NULL);
+		struct module_data *md = *userdata;
+		struct lazy_file *lf = md ? md->lazy : NULL;
+		if (!lf || lf->whole)
+			continue;
+		int64_t unit = cp_dwlazy_unit(lf->units, addresses[i] - bias);
+		if (unit < 0 || cp_dwlazy_has(lf->units, (uint64_t)unit))
+			continue;
+		uint64_t units, images;
+		cp_dwlazy_stats(lf->units, &units, &images);
+		if (images >= LAZY_MAX_IMAGES ||
+		    cp_dwlazy_add(lf->units, (uint64_t)unit) < 0)
+			lf->whole = true;
+		bool listed = false;
+		for (size_t j = 0; j < nreopen && !listed; j++)
+			listed = reopen_mods[j] == mod;
+		Dwfl_Module **grown = listed ? reopen_mods
+				      : realloc(reopen_mods,
+						(nreopen + 1) * sizeof(*grown));
+		if (grown && !listed) {
+			reopen_mods = grown;
+			reopen_mods[nreopen++] = mod;
+		}
+	}
+	/* Opened again after the loop: a module opened again is a new
+	 * Dwfl_Module, and the pointers listed would go stale.  */
+	for (size_t j = 0; j < nreopen; j++) {
+		Dwarf_Addr low = 0;
+		dwfl_module_info(reopen_mods[j], NULL, &low, NULL, NULL, NULL,
+				 NULL, NULL);
+		Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, low);
+		if (mod)
+			reopen_module(s, mod);
+	}
+	free(reopen_mods);
+	s->pending = NULL;
+	s->npending = 0;
+	current = NULL;
 }
 
 void cp_symbols_lazy_stats(const struct cp_symbols *s, uint64_t *units,

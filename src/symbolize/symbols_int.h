@@ -26,6 +26,12 @@ const char *cp_symbols_display_name(struct cp_symbols *s, const char *raw);
  * cp_symbols_dwfl_begin turns it off (lookup.c reads every unit).  */
 void cp_symbols_set_lazy(struct cp_symbols *s, bool lazy);
 
+/* ADDRESSES are about to be looked up: when debug files are read by
+ * unit, give each module's image the units of all of them at once (one
+ * image for a batch, not one per new unit).  Answers are unchanged.  */
+void cp_symbols_prefetch(struct cp_symbols *s, const uint64_t *addresses,
+			 size_t n);
+
 /* Compile units read apart, images of debug files made, debug files
  * read whole after all (every one met while reading by unit: those that
  * cannot be, those that needed too many images, all after
