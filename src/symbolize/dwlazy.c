@@ -442,7 +442,8 @@ static uint64_t uleb(const unsigned char *p, const unsigned char *end,
  * the image OUT) let a unit refer only into itself and the shared
  * sections?  */
 static bool abbrevs_local(const struct cp_dwlazy *z, int out,
-			  const struct section *abbrev, uint64_t offset)
+			  const struct section *abbrev, uint64_t offset,
+			  uint64_t *length)
 {
 	if (offset >= abbrev->size)
 		return false;
@@ -462,6 +463,7 @@ static bool abbrevs_local(const struct cp_dwlazy *z, int out,
 		uint64_t code = uleb(p, end, &p);
 		if (code == 0) {
 			ok = true;
+			*length = (uint64_t)(p - buf);
 			break;
 		}
 		uint64_t tag = uleb(p, end, &p);
@@ -495,6 +497,150 @@ static bool abbrevs_local(const struct cp_dwlazy *z, int out,
 	}
 	free(buf);
 	return ok;
+}
+
+/* The size of an attribute value of FORM at P (before END) in a unit of
+ * ADDRESS_SIZE and 32-bit offsets, or -1 when unknown here.  */
+static int64_t form_size(uint64_t form, const unsigned char *p,
+			 const unsigned char *end, unsigned address_size)
+{
+	const unsigned char *next;
+	uint64_t n;
+	switch (form) {
+	case DW_FORM_flag_present: case DW_FORM_implicit_const:
+		return 0;
+	case DW_FORM_data1: case DW_FORM_ref1: case DW_FORM_flag:
+	case DW_FORM_strx1: case DW_FORM_addrx1:
+		return 1;
+	case DW_FORM_data2: case DW_FORM_ref2: case DW_FORM_strx2:
+	case DW_FORM_addrx2:
+		return 2;
+	case DW_FORM_strx3: case DW_FORM_addrx3:
+		return 3;
+	case DW_FORM_data4: case DW_FORM_ref4: case DW_FORM_strp:
+	case DW_FORM_line_strp: case DW_FORM_sec_offset: case DW_FORM_strx4:
+	case DW_FORM_addrx4:
+		return 4;
+	case DW_FORM_data8: case DW_FORM_ref8:
+		return 8;
+	case DW_FORM_data16:
+		return 16;
+	case DW_FORM_addr:
+		return address_size;
+	case DW_FORM_udata: case DW_FORM_sdata: case DW_FORM_ref_udata:
+	case DW_FORM_strx: case DW_FORM_addrx: case DW_FORM_loclistx:
+	case DW_FORM_rnglistx: case DW_FORM_GNU_addr_index:
+	case DW_FORM_GNU_str_index:
+		uleb(p, end, &next);
+		return next - p;
+	case DW_FORM_string:
+		next = memchr(p, 0, (size_t)(end - p));
+		return next ? next - p + 1 : -1;
+	case DW_FORM_block1:
+		return p < end ? 1 + (int64_t)p[0] : -1;
+	case DW_FORM_block2:
+		return end - p >= 2 ? 2 + (int64_t)get(p, 2) : -1;
+	case DW_FORM_block4:
+		return end - p >= 4 ? 4 + (int64_t)get(p, 4) : -1;
+	case DW_FORM_block: case DW_FORM_exprloc:
+		n = uleb(p, end, &next);
+		return (next - p) + (int64_t)n;
+	default:
+		return -1;
+	}
+}
+
+/* The DW_AT_stmt_list of the unit at OFFSET of .debug_info (as written
+ * in the image OUT), whose abbreviations are at ABBREV_OFF, or -1 when
+ * it has none or it cannot be read here.  */
+static int64_t unit_stmt_list(int out, const struct section *info,
+			      const struct section *abbrev, uint64_t offset,
+			      unsigned version, uint64_t abbrev_off,
+			      uint64_t abbrev_len)
+{
+	unsigned char die[4096], *table = malloc(abbrev_len + 1);
+	uint64_t header = version >= 5 ? 12 : 11;
+	unsigned address_size = 8;
+	int64_t result = -1;
+	if (!table || !read_at(out, table, abbrev_len,
+			       abbrev->out_off + abbrev_off) ||
+	    !read_at(out, die, sizeof(die), info->out_off + offset)) {
+		free(table);
+		return -1;
+	}
+	address_size = version >= 5 ? die[7] : die[10];
+	const unsigned char *p = die + header, *end = die + sizeof(die);
+	uint64_t code = uleb(p, end, &p);
+	/* Its abbreviation...  */
+	const unsigned char *a = table, *aend = table + abbrev_len;
+	while (code != 0 && a < aend) {
+		uint64_t c = uleb(a, aend, &a);
+		if (c == 0)
+			break;
+		uleb(a, aend, &a);              /* tag */
+		a++;                            /* children */
+		if (c == code)
+			break;
+		for (;;) {
+			uint64_t attr = uleb(a, aend, &a);
+			uint64_t form = uleb(a, aend, &a);
+			if (a >= aend || (attr == 0 && form == 0))
+				break;
+			if (form == DW_FORM_implicit_const)
+				uleb(a, aend, &a);
+		}
+	}
+	/* ...then the unit DIE's values, to DW_AT_stmt_list.  */
+	while (code != 0 && a < aend && p < end) {
+		uint64_t attr = uleb(a, aend, &a);
+		uint64_t form = uleb(a, aend, &a);
+		if (attr == 0 && form == 0)
+			break;
+		if (form == DW_FORM_implicit_const)
+			uleb(a, aend, &a);
+		if (attr == DW_AT_stmt_list) {
+			if ((form == DW_FORM_sec_offset || form == DW_FORM_data4) &&
+			    end - p >= 4)
+				result = (int64_t)get(p, 4);
+			break;
+		}
+		int64_t size = form_size(form, p, end, address_size);
+		if (size < 0 || size > end - p)
+			break;
+		p += size;
+	}
+	free(table);
+	return result;
+}
+
+struct keep {
+	uint64_t start, end;
+};
+
+static int compare_keeps(const void *a, const void *b)
+{
+	const struct keep *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Of section SEC as written whole in the image OUT, keep only KEEPS:
+ * the whole pages between them are given back (holes read as zeros).  */
+static void keep_only(int out, const struct section *sec, struct keep *keeps,
+		      size_t n)
+{
+	const uint64_t page = 4096;
+	qsort(keeps, n, sizeof(*keeps), compare_keeps);
+	uint64_t from = 0;
+	for (size_t i = 0; i <= n; i++) {
+		uint64_t to = i < n ? keeps[i].start : sec->size;
+		uint64_t lo = (sec->out_off + from + page - 1) / page * page;
+		uint64_t hi = (sec->out_off + to) / page * page;
+		if (to > from && hi > lo)
+			fallocate(out, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  (off_t)lo, (off_t)(hi - lo));
+		if (i < n && keeps[i].end > from)
+			from = keeps[i].end;
+	}
 }
 
 /* An empty unit filling .debug_info from START to END (>= 12 bytes: a
@@ -557,7 +703,7 @@ int cp_dwlazy_image(struct cp_dwlazy *z)
 	uint64_t shoff = at;
 	at += z->nsections * sizeof(Elf64_Shdr);
 	bool ok = ftruncate(out, (off_t)at) == 0;
-	const struct section *abbrev = NULL;
+	const struct section *abbrev = NULL, *line = NULL;
 	/* Everything but .debug_info first (its units' abbreviations are
 	 * checked in .debug_abbrev as written).  */
 	for (size_t i = 1; ok && i < z->nsections; i++) {
@@ -567,6 +713,8 @@ int cp_dwlazy_image(struct cp_dwlazy *z)
 			continue;
 		if (strcmp(s->name, ".debug_abbrev") == 0)
 			abbrev = s;
+		if (strcmp(s->name, ".debug_line") == 0)
+			line = s;
 		/* Location lists: never read by a symbolizer.  */
 		if (strcmp(s->name, ".debug_loclists") == 0 ||
 		    strcmp(s->name, ".debug_loc") == 0)
@@ -609,7 +757,11 @@ int cp_dwlazy_image(struct cp_dwlazy *z)
 			prev = z->unit_ends[i];
 		}
 		/* Each unit's header: version 2 to 5, and abbreviations
-		 * that keep it to itself.  */
+		 * that keep it to itself.  Of .debug_abbrev and .debug_line
+		 * only the units' tables are kept (when each is found).  */
+		struct keep *abbrevs = calloc(z->nunits + 1, sizeof(*abbrevs));
+		struct keep *lines = calloc(z->nunits + 1, sizeof(*lines));
+		bool lines_known = lines && line;
 		for (size_t i = 0; ok && i < z->nunits; i++) {
 			unsigned char h[12];
 			ok = read_at(out, h, sizeof(h),
@@ -617,10 +769,40 @@ int cp_dwlazy_image(struct cp_dwlazy *z)
 			unsigned version = ok ? (unsigned)get(h + 4, 2) : 0;
 			uint64_t abbrev_off = version >= 5 ? get(h + 8, 4)
 							   : get(h + 6, 4);
+			uint64_t abbrev_len = 0;
 			ok = ok && version >= 2 && version <= 5 &&
 			     (version < 5 || h[6] == DW_UT_compile) && abbrev &&
-			     abbrevs_local(z, out, abbrev, abbrev_off);
+			     abbrevs_local(z, out, abbrev, abbrev_off,
+					   &abbrev_len);
+			if (ok && abbrevs)
+				abbrevs[i] = (struct keep){
+					abbrev_off, abbrev_off + abbrev_len};
+			int64_t stmt = !ok || !lines_known ? -1
+				: unit_stmt_list(out, info, abbrev, z->units[i],
+						 version, abbrev_off, abbrev_len);
+			unsigned char len[4];
+			if (stmt >= 0 && (uint64_t)stmt + 4 <= line->size &&
+			    read_at(out, len, 4, line->out_off + (uint64_t)stmt) &&
+			    get(len, 4) < 0xfffffff0u)
+				lines[i] = (struct keep){
+					(uint64_t)stmt,
+					(uint64_t)stmt + 4 + get(len, 4)};
+			else
+				lines_known = false;
 		}
+		if (ok && abbrevs)
+			keep_only(out, abbrev, abbrevs, z->nunits);
+		if (ok && lines_known)
+			keep_only(out, line, lines, z->nunits);
+		free(abbrevs);
+		free(lines);
+	}
+	if (ok && z->nunits == 0) {
+		/* No unit yet: no abbreviations or line tables either.  */
+		if (abbrev)
+			keep_only(out, abbrev, NULL, 0);
+		if (line)
+			keep_only(out, line, NULL, 0);
 	}
 	uint64_t aranges_size = 0;
 	if (ok)
