@@ -21,8 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cprof/profile.h"
 #include "cprof/symbols.h"
 #include "symbolize/lookup.h"
+#include "symbolize/resolver.h"
 #include "symbolize/symbols_int.h"
 #include "testutil.h"
 
@@ -318,6 +320,64 @@ out:
 }
 END_TEST
 
+/* The resolver (its own thread, a symbolizer reading by unit, batches
+ * handed over first): the profile's locations carry the frames a
+ * symbolizer reading whole gives.  */
+START_TEST(test_resolver_names)
+{
+	struct tu_proc *fixture =
+		ready(tu_fixture_start("chain-O0", LONG_RUN, NULL));
+	struct cp_symbols *symbols = NULL, *whole = NULL;
+	struct cp_profile *profile = cp_profile_new();
+	struct cp_resolver *resolver = NULL;
+	static const char *const functions[] = {
+		"__libc_start_main", "clock_gettime", "malloc", "chain_gamma",
+		"chain_beta",
+	};
+	enum { N = sizeof(functions) / sizeof(functions[0]), PER = 8 };
+	uint64_t addresses[N * PER];
+	uint32_t locations[N * PER];
+
+	ck_assert_ptr_nonnull(profile);
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &symbols), 0);
+	ck_assert_int_eq(cp_symbols_new(fixture->pid, NULL, &whole), 0);
+	for (size_t i = 0; i < N; i++) {
+		struct cp_place place;
+		ck_assert_int_eq(cp_symbols_locate(whole, functions[i],
+						   CP_LOCATE_ENTRY, &place), 0);
+		for (size_t j = 0; j < PER; j++)
+			addresses[i * PER + j] = place.addr + 1 + 3 * j;
+	}
+	ck_assert_int_eq(cp_resolver_start(symbols, profile, &resolver), 0);
+	/* Two batches, as two ticks would hand them over.  */
+	for (size_t i = 0; i < N * PER; i++) {
+		locations[i] = cp_resolver_location(resolver, addresses[i]);
+		ck_assert_uint_ne(locations[i], UINT32_MAX);
+		if (i == N * PER / 2)
+			cp_resolver_collect(resolver);
+	}
+	cp_resolver_finish(resolver);
+	for (size_t i = 0; i < N * PER; i++) {
+		const struct cp_location *loc =
+			cp_profile_location(profile, locations[i]);
+		const struct cp_symbol *sym =
+			cp_symbols_lookup(whole, addresses[i]);
+		ck_assert_uint_eq(loc->nlines, sym->nframes);
+		for (size_t k = 0; k < sym->nframes; k++) {
+			ck_assert_str_eq(cp_profile_string(profile,
+							   loc->lines[k].function),
+					 sym->frames[k].function);
+			ck_assert_int_eq(loc->lines[k].line, sym->frames[k].line);
+			ck_assert_int_eq(loc->lines[k].inlined,
+					 sym->frames[k].inlined);
+		}
+	}
+	cp_symbols_free(whole);
+	cp_symbols_free(symbols);
+	cp_profile_free(profile);
+}
+END_TEST
+
 static Suite *symrss_suite(void)
 {
 	Suite *suite = suite_create("symrss");
@@ -328,6 +388,7 @@ static Suite *symrss_suite(void)
 	tcase_add_test(tcase, test_release);
 	tcase_add_test(tcase, test_lazy_units);
 	tcase_add_test(tcase, test_lazy_prefetch);
+	tcase_add_test(tcase, test_resolver_names);
 	suite_add_tcase(suite, tcase);
 	return suite;
 }
