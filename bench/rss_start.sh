@@ -81,7 +81,8 @@ measure() { # NAME DEBUG CMD...
 			v=$(status_kb "$worker" VmHWM)
 			if [[ -n $v ]]; then
 				h=$v
-				r=$(status_kb "$worker" VmRSS)
+				v=$(status_kb "$worker" VmRSS)
+				[[ -n $v ]] && r=$v
 				t=$(( ($(date +%s%N) - t0) / 1000000 ))
 				[[ $h02 == - ]] && ((t >= 200)) && h02=$h r02=$r
 				[[ $h2 == - ]] && ((t >= 2000)) && h2=$h r2=$r
