@@ -55,6 +55,8 @@
 struct lazy_file {
 	char *name;                  /* the module's */
 	uint64_t low;                /* its start */
+	dev_t dev;                   /* the debug file's */
+	ino_t ino;
 	struct cp_dwlazy *units;     /* NULL: read whole */
 	bool whole;                  /* read whole from now on */
 };
@@ -257,9 +259,15 @@ static int lazy_image(struct cp_symbols *s, Dwfl_Module *mod,
 	struct module_data *md = module_data(s, userdata);
 	if (!md)
 		return fd;
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return fd;
+	/* The same module with the same debug file (not one replaced
+	 * since, an upgrade between two execs).  */
 	struct lazy_file *lf = NULL;
 	for (size_t i = 0; i < s->nlazy && !lf; i++)
-		if (s->lazy[i]->low == low &&
+		if (s->lazy[i]->low == low && s->lazy[i]->dev == st.st_dev &&
+		    s->lazy[i]->ino == st.st_ino &&
 		    strcmp(s->lazy[i]->name, modname) == 0)
 			lf = s->lazy[i];
 	if (!lf) {
@@ -274,6 +282,8 @@ static int lazy_image(struct cp_symbols *s, Dwfl_Module *mod,
 			return fd;
 		}
 		lf->low = low;
+		lf->dev = st.st_dev;
+		lf->ino = st.st_ino;
 		lf->whole = cp_dwlazy_open(fd, &lf->units) < 0;
 		s->lazy[s->nlazy++] = lf;
 		/* The units of the addresses about to be looked up in the
