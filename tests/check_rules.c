@@ -436,11 +436,13 @@ static void check_program(const char *what, const char *const argv[],
 		struct cp_unwinder_rules_stats rs =
 			sample_checked(pid, wall, 1.0);
 		fprintf(stderr,
-			"%s%s: %" PRIu64 " unwinds compared, %" PRIu64
+			"%s%s: %" PRIu64 " unwinds compared (%" PRIu64
+			" not: the mappings changed), %" PRIu64
 			" different; frames stepped by our rules %" PRIu64
 			", by libunwind %" PRIu64 "; rules evaluated %" PRIu64
 			"\n",
-			what, wall ? " --wall" : "", rs.checked, rs.mismatches,
+			what, wall ? " --wall" : "", rs.checked, rs.unchecked,
+			rs.mismatches,
 			rs.fast_steps, rs.lib_steps, rs.evaluated);
 		ck_assert_msg(rs.checked > 0, "%s: nothing unwound", what);
 		ck_assert_msg(rs.mismatches == 0,

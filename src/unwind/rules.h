@@ -112,7 +112,9 @@ enum {
 				* for the rest (the default) */
 	CP_UNWIND_RULES_OFF,   /* libunwind for every frame, as before */
 	CP_UNWIND_RULES_CHECK, /* both walks, compared: the result is
-				* libunwind's, a difference is counted */
+				* libunwind's, a difference is counted
+				* (not when the mappings changed between
+				* or during the walks) */
 	CP_UNWIND_RULES_ABORT, /* the same, and a difference aborts */
 };
 
@@ -123,6 +125,7 @@ struct cp_unwinder_rules_stats {
 	uint64_t lib_steps;     /* frames stepped by libunwind (unw_step) */
 	uint64_t evaluated;     /* rules evaluated (cache misses) */
 	uint64_t checked;       /* unwinds compared (RULES_CHECK) */
+	uint64_t unchecked;     /* ... not: the mappings changed under them */
 	uint64_t mismatches;    /* ... that differed */
 };
 

@@ -50,6 +50,7 @@ struct cp_unwinder {
 	 * module gone since, or a new epoch, drops what was cached.  */
 	uint64_t synced_epoch, synced_generation;
 	bool refreshed;               /* the walk re-read the mappings */
+	uint64_t refreshes;           /* ... how many times, ever */
 	struct cp_unwtables *tables;  /* the modules' checked unwind tables */
 	struct page_slot *pages;
 	const struct cp_snapshot *snap; /* the snapshot being unwound */
@@ -109,6 +110,7 @@ static const struct cp_map *find_map(struct cp_unwinder *uw, uint64_t addr)
 	if (m || uw->refreshed)
 		return m;
 	uw->refreshed = true;
+	uw->refreshes++;
 	if (cp_addrspace_refresh(uw->space) < 0)
 		return NULL;
 	take_view(uw);
@@ -1107,8 +1109,32 @@ static uint64_t *check_buffer(struct cp_unwinder *uw, size_t max)
 	return uw->check_pcs;
 }
 
-static void check_result(struct cp_unwinder *uw, bool same)
+/* What the two walks of a check must see alike: the mappings.  */
+struct check_state {
+	uint64_t refreshes, generation, epoch;
+};
+
+static void check_begin(struct cp_unwinder *uw, struct check_state *st)
 {
+	sync_space(uw);
+	st->refreshes = uw->refreshes;
+	st->generation = uw->synced_generation;
+	st->epoch = uw->synced_epoch;
+}
+
+/* SAME: the walks agreed.  When the mappings changed under them (a walk
+ * re-read them: an exec, a library loaded or unloaded since the
+ * snapshot), they unwound different address spaces and are not
+ * compared.  */
+static void check_result(struct cp_unwinder *uw,
+			 const struct check_state *st, bool same)
+{
+	if (uw->refreshes != st->refreshes ||
+	    uw->synced_generation != st->generation ||
+	    uw->synced_epoch != st->epoch) {
+		uw->stats.unchecked++;
+		return;
+	}
 	uw->stats.checked++;
 	if (same)
 		return;
@@ -1125,17 +1151,20 @@ size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 		return 0;
 	struct walk_end end;
 	uint32_t needed;
+	struct check_state st;
+	bool check = uw->rules_mode >= CP_UNWIND_RULES_CHECK;
+	if (check)
+		check_begin(uw, &st);
 	uw->walk_rules = uw->rules_mode != CP_UNWIND_RULES_OFF;
 	size_t n = walk_snapshot(uw, snap, 0, pcs, max, &end, &needed);
 	uint64_t *fast_pcs;
-	if (uw->rules_mode < CP_UNWIND_RULES_CHECK ||
-	    !(fast_pcs = check_buffer(uw, max)))
+	if (!check || !(fast_pcs = check_buffer(uw, max)))
 		return n;
 	memcpy(fast_pcs, pcs, n * sizeof(*pcs));
 	uw->walk_rules = false;
 	size_t m = walk_snapshot(uw, snap, 0, pcs, max, &end, &needed);
-	check_result(uw, m == n &&
-			     memcmp(fast_pcs, pcs, n * sizeof(*pcs)) == 0);
+	check_result(uw, &st,
+		     m == n && memcmp(fast_pcs, pcs, n * sizeof(*pcs)) == 0);
 	return m;
 }
 
@@ -1236,19 +1265,22 @@ size_t cp_unwinder_unwind_partial(struct cp_unwinder *uw,
 				  uint64_t *pcs, size_t max)
 {
 	struct cp_unwind_partial in = *partial;
+	struct check_state st;
+	bool check = uw->rules_mode >= CP_UNWIND_RULES_CHECK && max > 0;
+	if (check)
+		check_begin(uw, &st);
 	uw->walk_rules = uw->rules_mode != CP_UNWIND_RULES_OFF;
 	size_t n = unwind_partial(uw, snap, partial, pcs, max);
 	uint64_t *fast_pcs;
-	if (uw->rules_mode < CP_UNWIND_RULES_CHECK || max == 0 ||
-	    !(fast_pcs = check_buffer(uw, max)))
+	if (!check || !(fast_pcs = check_buffer(uw, max)))
 		return n;
 	memcpy(fast_pcs, pcs, n * sizeof(*pcs));
 	struct cp_unwind_partial fast = *partial;
 	*partial = in;
 	uw->walk_rules = false;
 	size_t m = unwind_partial(uw, snap, partial, pcs, max);
-	check_result(uw, m == n &&
-			     memcmp(fast_pcs, pcs, n * sizeof(*pcs)) == 0 &&
+	check_result(uw, &st,
+		     m == n && memcmp(fast_pcs, pcs, n * sizeof(*pcs)) == 0 &&
 			     fast.needed == partial->needed &&
 			     fast.rbp_scanned == partial->rbp_scanned &&
 			     fast.ended == partial->ended);
