@@ -14,6 +14,10 @@
 #define CHUNK (64 * 1024)
 /* Past this many sections the file is not one we know.  */
 #define MAX_SECTIONS 4096
+/* Sizes a debug file (the target's to choose) may claim: its inflated
+ * .debug_aranges, held in memory, and the image, a sparse file.  */
+#define MAX_ARANGES_BYTES (64u << 20)
+#define MAX_IMAGE_BYTES (4ull << 30)
 
 struct section {
 	Elf64_Shdr shdr;             /* as in the file */
@@ -248,7 +252,12 @@ int cp_dwlazy_open(int fd, struct cp_dwlazy **out)
 			s->compressed = true;
 			s->size = ch.ch_size;
 			s->align = ch.ch_addralign;
+			if (s->size > MAX_IMAGE_BYTES)
+				goto fail;
 		}
+		if (s->align > 65536 ||
+		    (s->shdr.sh_type != SHT_NOBITS && s->size > MAX_IMAGE_BYTES))
+			goto fail;
 		if (strcmp(s->name, ".debug_info") == 0)
 			z->info = i;
 		if (strcmp(s->name, ".debug_aranges") == 0)
@@ -260,6 +269,8 @@ int cp_dwlazy_open(int fd, struct cp_dwlazy **out)
 	    !z->sections[z->info].compressed)
 		goto fail;
 	struct section *ar = &z->sections[z->aranges];
+	if (ar->size > MAX_ARANGES_BYTES)
+		goto fail;
 	z->aranges_size = ar->size;
 	z->aranges_data = malloc(ar->size + 1);
 	if (!z->aranges_data)
@@ -700,6 +711,11 @@ int cp_dwlazy_image(struct cp_dwlazy *z)
 			at += s->size;
 	}
 	at = (at + 7) / 8 * 8;
+	if (at > MAX_IMAGE_BYTES) {
+		close(out);
+		z->broken = true;
+		return -1;
+	}
 	uint64_t shoff = at;
 	at += z->nsections * sizeof(Elf64_Shdr);
 	bool ok = ftruncate(out, (off_t)at) == 0;
