@@ -1301,13 +1301,18 @@ static void reopen(struct cp_symbols *s, struct old_modules *all)
 			dwfl_report_module(s->dwfl, all->mods[j].name,
 					   all->mods[j].low, all->mods[j].high);
 	dwfl_report_end(s->dwfl, NULL, NULL);
-	dwfl_report_begin_add(s->dwfl);
+	/* Every module reported again, in order, as report_view does: the
+	 * others are kept as they are, and libdwfl's table of addresses is
+	 * the one a report of the same modules makes (added after the
+	 * others, an address past the last module found none where it
+	 * found the last module before).  */
+	dwfl_report_begin(s->dwfl);
 	for (size_t j = 0; j < all->count; j++) {
+		dwfl_report_module(s->dwfl, all->mods[j].name,
+				   all->mods[j].low, all->mods[j].high);
 		struct module_data *md = all->mods[j].md;
 		if (!md)
 			continue;
-		dwfl_report_module(s->dwfl, all->mods[j].name,
-				   all->mods[j].low, all->mods[j].high);
 		/* Its names pointed into the Elf just freed; the answers
 		 * given kept copies (interned).  */
 		free_symtab(md->symtab);
