@@ -157,7 +157,8 @@ rows = []
 
 
 def ratio(a, b):
-    return a / b if a is not None and b is not None and a == a and b == b and b > 0 else NAN
+    """a / b for positive figures (a ratio of a negative slowdown says nothing)."""
+    return a / b if a is not None and b is not None and a == a and b == b and a >= 0 and b > 0 else NAN
 
 
 def met(v, op, bound):
