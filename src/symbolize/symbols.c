@@ -12,7 +12,13 @@
  * The modules are the target's address space's (cprof/addrspace.h): the
  * Dwfl is brought in line with its current view where the symbolizer
  * re-reads the mappings (an address in no module, an exec), and a
- * module's file is the one the address space keeps open.  */
+ * module's file is the one the address space keeps open.
+ *
+ * Memory: the resolver's symbolizer gives libdw a compressed separate
+ * debug file as an image holding only the compile units its addresses
+ * need (dwlazy.h), and lets go of the modules it has not looked anything
+ * up in for a while (cp_symbols_release); both keep every answer the
+ * same.  */
 #include "cprof/symbols.h"
 
 #include <dwarf.h>
