@@ -1,5 +1,7 @@
 /* stackmem: bytes of profile per distinct stack (issue 15, goal 5), from
- * malloc's own count (mallinfo2) and from cp_profile_bytes: N stacks of
+ * cp_profile_bytes (its tables, capacity included), malloc's own count
+ * (mallinfo2: it does not see the tables of 256 KB and more, mappings of
+ * their own) and VmRSS growth: N stacks of
  * DEPTH frames, each interned and added once to a cp_profile, in two
  * shapes:
  *   random   every frame one of 16 locations (bench/stackchurn.c's random
@@ -10,7 +12,7 @@
  *            callers, as most programs' do.
  *   stackmem               both shapes at depths 5, 20 and 40
  *   stackmem N DEPTH [random|fanout4]   one line per shape:
- *   SHAPE depth D distinct N bytes_per_stack B (cp_profile_bytes B2)
+ *   SHAPE depth D distinct N bytes_per_stack B (malloc M, rss R)
  * Build: gcc -O2 -Iinclude -Isrc bench/stackmem.c BUILD/libcprof.a
  * -pthread.
  *
@@ -92,12 +94,15 @@ static void run(size_t n, size_t depth, bool fanout)
 	size_t rss_after = rss_bytes();
 	size_t grown = after.uordblks + after.hblkhd - before.uordblks -
 		       before.hblkhd;
+	/* BYTES_PER_STACK: the profile's tables (capacity included), what
+	 * cp_profile_bytes says; malloc's count misses the big ones, which
+	 * are mappings of their own; RSS is what was written of them.  */
 	printf("%-8s depth %3zu distinct %7zu bytes_per_stack %6.1f "
-	       "(cp_profile_bytes %6.1f, rss %6.1f)\n",
+	       "(malloc %6.1f, rss %6.1f)\n",
 	       fanout ? "fanout4" : "random", depth, distinct,
-	       (double)grown / (double)distinct,
 	       (double)(cp_profile_bytes(p) - bytes_before) /
 		       (double)distinct,
+	       (double)grown / (double)distinct,
 	       (double)(rss_after - rss_before) / (double)distinct);
 	cp_profile_free(p);
 }

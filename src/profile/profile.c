@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cprof/error.h"
 #include "util/hashidx.h"
@@ -83,15 +85,73 @@ struct cp_profile {
 	struct cp_profile_meta meta;
 };
 
-/* Grow *ARRAY (of SIZE-byte elements) so that NEED elements fit.  */
-static bool reserve(void *array, size_t size, size_t need, size_t *cap)
+/* Tables of this size and more live in mappings of their own, grown in
+ * place or moved by mremap: no copy and no hole left in the heap when
+ * they grow, and only the pages written count in the resident set (a
+ * long profile's tables are most of the tracer's memory).  */
+#define MAPPED_BYTES (256 * 1024)
+
+static size_t pages(size_t bytes)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t size = page > 0 ? (size_t)page : 4096;
+	return (bytes + size - 1) / size * size;
+}
+
+/* A table of OLD_BYTES at OLD (NULL: none) made NEW_BYTES long, its
+ * contents kept; NULL when out of memory (OLD left as it was).  */
+static void *table_resize(void *old, size_t old_bytes, size_t new_bytes)
+{
+	if (new_bytes < MAPPED_BYTES)
+		return realloc(old, new_bytes);
+	if (old && old_bytes >= MAPPED_BYTES) {
+		void *moved = mremap(old, pages(old_bytes), pages(new_bytes),
+				     MREMAP_MAYMOVE);
+		return moved == MAP_FAILED ? NULL : moved;
+	}
+	void *mapped = mmap(NULL, pages(new_bytes), PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mapped == MAP_FAILED)
+		return NULL;
+	if (old) {
+		memcpy(mapped, old, old_bytes);
+		free(old);
+	}
+	return mapped;
+}
+
+/* A zeroed table of BYTES.  */
+static void *table_zeroed(size_t bytes)
+{
+	if (bytes < MAPPED_BYTES)
+		return calloc(1, bytes);
+	void *mapped = mmap(NULL, pages(bytes), PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return mapped == MAP_FAILED ? NULL : mapped;
+}
+
+static void table_free(void *table, size_t bytes)
+{
+	if (table && bytes >= MAPPED_BYTES)
+		munmap(table, pages(bytes));
+	else
+		free(table);
+}
+
+/* Grow *ARRAY (of SIZE-byte elements) so that NEED elements fit, to
+ * at most MAX.  */
+static bool reserve_max(void *array, size_t size, size_t need, size_t *cap,
+			size_t max)
 {
 	if (need <= *cap)
 		return true;
+	if (need > max)
+		return false;
 	size_t n = *cap ? *cap : 64;
 	while (n < need)
-		n += n / 2; /* not doubling: less slack in the big tables */
-	void *grown = realloc(*(void **)array, n * size);
+		n = n > max / 3 * 2 ? max : n + n / 2; /* not doubling: less
+							  slack in big tables */
+	void *grown = table_resize(*(void **)array, *cap * size, n * size);
 	if (!grown)
 		return false;
 	*(void **)array = grown;
@@ -99,12 +159,17 @@ static bool reserve(void *array, size_t size, size_t need, size_t *cap)
 	return true;
 }
 
+static bool reserve(void *array, size_t size, size_t need, size_t *cap)
+{
+	return reserve_max(array, size, need, cap, SIZE_MAX / size);
+}
+
 static bool reserve32(void *array, size_t size, uint32_t need, uint32_t *cap)
 {
 	size_t c = *cap;
-	if (!reserve(array, size, need, &c))
+	if (!reserve_max(array, size, need, &c, UINT32_MAX))
 		return false;
-	*cap = (uint32_t)(c > UINT32_MAX ? UINT32_MAX : c);
+	*cap = (uint32_t)c;
 	return true;
 }
 
@@ -129,20 +194,22 @@ void cp_profile_free(struct cp_profile *p)
 	for (size_t i = 0; i < p->nblocks; i++)
 		free(p->blocks[i]);
 	free(p->blocks);
-	free(p->strings);
+	table_free(p->strings, p->strings_cap * sizeof(*p->strings));
 	cp_hashidx_free(&p->string_index);
 	for (uint32_t i = 0; i < p->nlocations; i++)
 		free((void *)p->locations[i].lines);
-	free(p->locations);
-	free(p->nodes);
-	free(p->node_index.slots);
-	free(p->runs);
-	free(p->samples);
-	free(p->sample_index.slots);
-	free(p->values);
+	table_free(p->locations, p->locations_cap * sizeof(*p->locations));
+	table_free(p->nodes, p->nodes_cap * sizeof(*p->nodes));
+	table_free(p->node_index.slots,
+		   p->node_index.cap * sizeof(*p->node_index.slots));
+	table_free(p->runs, p->runs_cap);
+	table_free(p->samples, p->samples_cap * sizeof(*p->samples));
+	table_free(p->sample_index.slots,
+		   p->sample_index.cap * sizeof(*p->sample_index.slots));
+	table_free(p->values, p->values_cap * sizeof(*p->values));
 	free(p->threads);
 	free(p->thread_ids);
-	free(p->mappings);
+	table_free(p->mappings, p->mappings_cap * sizeof(*p->mappings));
 	free(p);
 }
 
@@ -289,7 +356,7 @@ static bool idtable_reserve(struct idtable *t, size_t extra,
 		cap *= 2;
 	if (cap == t->cap)
 		return true;
-	uint32_t *slots = calloc(cap, sizeof(*slots));
+	uint32_t *slots = table_zeroed(cap * sizeof(*slots));
 	if (!slots)
 		return false;
 	for (size_t i = 0; i < t->cap; i++) {
@@ -300,7 +367,7 @@ static bool idtable_reserve(struct idtable *t, size_t extra,
 			j = (j + 1) & (cap - 1);
 		slots[j] = t->slots[i];
 	}
-	free(t->slots);
+	table_free(t->slots, t->cap * sizeof(*t->slots));
 	t->slots = slots;
 	t->cap = cap;
 	return true;
