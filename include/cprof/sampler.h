@@ -179,6 +179,13 @@ int cp_sampler_swap(struct cp_sampler *sampler, struct cp_profile *fresh);
  * information; sampling does not go on meanwhile).  */
 struct cp_profile *cp_sampler_retired(struct cp_sampler *sampler, bool wait);
 
+/* No more ticks: take the stops asked for at the last tick that have
+ * not come yet and let those threads go now, so that none waits in a
+ * stop of ours while the target is kept attached and idle (a console
+ * after "sample stop").  Call it while TARGET is still attached, before
+ * cp_sampler_finish.  */
+void cp_sampler_settle(struct cp_sampler *sampler);
+
 /* No more ticks: wait until every frame is named, then hand the
  * streamed samples still held to on_sample.  The target is not touched
  * (detach it first: names can take long).  Returns a profile still

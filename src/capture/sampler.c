@@ -922,19 +922,19 @@ struct cp_profile *cp_sampler_retired(struct cp_sampler *r, bool wait)
 	return r->resolver ? cp_resolver_retired(r->resolver, wait) : NULL;
 }
 
+void cp_sampler_settle(struct cp_sampler *r)
+{
+	pid_t tid;
+	while (cp_target_interrupts_outstanding(r->target) > 0 &&
+	       cp_target_wait_any(r->target, &tid) == 0)
+		cp_target_resume(r->target, tid);
+}
+
 struct cp_profile *cp_sampler_finish(struct cp_sampler *r)
 {
 	if (r->finished)
 		return NULL;
 	r->finished = true;
-	/* Stops asked for at the last tick that have not come yet: take
-	 * them and let those threads go now.  The caller may keep the
-	 * target attached and sit idle (a console after sample stop), and
-	 * a thread must not wait in a stop of ours until its next call.  */
-	pid_t tid;
-	while (cp_target_interrupts_outstanding(r->target) > 0 &&
-	       cp_target_wait_any(r->target, &tid) == 0)
-		cp_target_resume(r->target, tid);
 	/* A profile still retiring is named with the rest.  */
 	struct cp_profile *retired = cp_sampler_retired(r, true);
 	cp_resolver_finish(r->resolver);
@@ -979,6 +979,8 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 	int rc = cp_sampler_new(target, unwinder, symbols, profile, o, &r);
 	if (rc == 0)
 		rc = cp_sampler_step(r, 0, NULL, NULL);
+	if (r)
+		cp_sampler_settle(r);
 	/* Sampling is over: the caller lets the target go now, before we
 	 * wait for names (a debug file or a debuginfod download can take
 	 * long, and a signal that reaches a traced thread meanwhile would

@@ -471,6 +471,7 @@ int cp_session_sample_stop(struct cp_session *s)
 	/* Profiling a function: its byte and return addresses back first,
 	 * while the threads are ours.  */
 	int rc = funcprof_end(s);
+	cp_sampler_settle(s->sampler);
 	cp_profile_free(cp_sampler_finish(s->sampler));
 	cp_sampler_free(s->sampler);
 	s->sampler = NULL;
@@ -1077,6 +1078,7 @@ int cp_session_detach(struct cp_session *s)
 		s->stats = *cp_sampler_stats(s->sampler);
 		close_window(s, s->profile, now);
 		s->sampled_ns += now - s->run_start_ns;
+		cp_sampler_settle(s->sampler);
 	}
 	if (s->heap_on) {
 		s->heap_on = false;
