@@ -183,7 +183,8 @@ struct cp_profile *cp_sampler_retired(struct cp_sampler *sampler, bool wait);
  * not come yet and let those threads go now, so that none waits in a
  * stop of ours while the target is kept attached and idle (a console
  * after "sample stop").  Call it while TARGET is still attached, before
- * cp_sampler_finish.  */
+ * cp_sampler_finish; not needed before a detach, which takes those
+ * stops itself.  */
 void cp_sampler_settle(struct cp_sampler *sampler);
 
 /* No more ticks: wait until every frame is named, then hand the

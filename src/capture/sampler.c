@@ -443,7 +443,6 @@ static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 		}
 	}
 	bool first = !a->cpu_known || now_cpu < a->cpu_ns;
-	bool ran = first || now_cpu != a->cpu_ns;
 	if (first) {
 		/* First seen (or a new thread under an old TID): what it ran
 		 * before is not ours to count; a tick that finds it runnable
@@ -460,10 +459,10 @@ static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 			r->stats->ticks_waiting++;
 		return false;
 	}
-	/* Found asleep with its credit, and not run since: still asleep,
-	 * or woken and not yet on a CPU (its credit waits for either).  */
-	if (!ran && !a->runnable)
-		return false;
+	/* Even when its run time has not moved since it was found asleep:
+	 * the run time of a thread on a CPU is brought up to date only at
+	 * the scheduler's tick or when it leaves the CPU, so a thread that
+	 * woke since may be running with no sign of it here.  */
 	a->runnable = cp_target_thread_state(r->target, th) == 'R';
 	if (!a->runnable) {
 		/* Asleep: its credit waits for the tick that finds it
@@ -922,12 +921,23 @@ struct cp_profile *cp_sampler_retired(struct cp_sampler *r, bool wait)
 	return r->resolver ? cp_resolver_retired(r->resolver, wait) : NULL;
 }
 
+/* How long cp_sampler_settle waits for the stops still on their way: a
+ * thread that must first get a CPU takes milliseconds; one that has not
+ * stopped by then is collected by whatever waits next.  */
+#define SETTLE_US 200000
+
 void cp_sampler_settle(struct cp_sampler *r)
 {
-	pid_t tid;
-	while (cp_target_interrupts_outstanding(r->target) > 0 &&
-	       cp_target_wait_any(r->target, &tid) == 0)
-		cp_target_resume(r->target, tid);
+	if (cp_target_interrupts_outstanding(r->target) == 0)
+		return;
+	/* cp_target_serve's precondition: SIGCHLD blocked while it
+	 * sleeps.  */
+	sigset_t chld, saved;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, &saved);
+	cp_target_serve(r->target, SETTLE_US, NULL, NULL);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 }
 
 struct cp_profile *cp_sampler_finish(struct cp_sampler *r)
@@ -979,8 +989,6 @@ int cp_sampler_run(struct cp_target *target, struct cp_unwinder *unwinder,
 	int rc = cp_sampler_new(target, unwinder, symbols, profile, o, &r);
 	if (rc == 0)
 		rc = cp_sampler_step(r, 0, NULL, NULL);
-	if (r)
-		cp_sampler_settle(r);
 	/* Sampling is over: the caller lets the target go now, before we
 	 * wait for names (a debug file or a debuginfod download can take
 	 * long, and a signal that reaches a traced thread meanwhile would

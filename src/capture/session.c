@@ -1078,7 +1078,6 @@ int cp_session_detach(struct cp_session *s)
 		s->stats = *cp_sampler_stats(s->sampler);
 		close_window(s, s->profile, now);
 		s->sampled_ns += now - s->run_start_ns;
-		cp_sampler_settle(s->sampler);
 	}
 	if (s->heap_on) {
 		s->heap_on = false;
