@@ -161,6 +161,13 @@ static int resume(struct cp_thread *th)
 		th->pending_signal = 0;
 		rc = ptrace(PTRACE_CONT, th->tid, 0, (void *)(long)sig);
 	}
+	/* Any ptrace-stop clears a PTRACE_INTERRUPT still pending (the
+	 * kernel's ptrace_stop: "any trap clears pending STOP trap"): a
+	 * thread asked to stop that stopped for something else first (a
+	 * clone event, a signal, an int3) would never report the stop we
+	 * asked for, and was never sampled again.  Ask again.  */
+	if (rc == 0 && th->interrupting)
+		ptrace(PTRACE_INTERRUPT, th->tid, 0, 0);
 	return rc < 0 ? -CP_E_GONE : 0;
 }
 
@@ -527,7 +534,8 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 		return EV_HANDLED;
 	}
 	/* Signal-delivery-stop: the signal is the target's; hand it back
-	 * unchanged.  A pending PTRACE_INTERRUPT of ours still fires after. */
+	 * unchanged.  It took a PTRACE_INTERRUPT of ours still pending, which
+	 * resume() sends again.  */
 	th->group_stopped = false;
 	if (sig == SIGTRAP && t->hooks.on_trap) {
 		/* Maybe an int3 of ours.  */
