@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -137,7 +138,6 @@ void count_syscalls_start(void)
 	attr.size = sizeof(attr);
 	attr.type = PERF_TYPE_TRACEPOINT;
 	attr.config = strtoull(buf, NULL, 10);
-	attr.exclude_kernel = 0;
 	syscall_counter = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1,
 				       PERF_FLAG_FD_CLOEXEC);
 }
@@ -146,7 +146,14 @@ void count_syscalls_stop(void)
 {
 	if (syscall_counter < 0)
 		return;
-	syscall(SYS_ioctl, syscall_counter, PERF_EVENT_IOC_DISABLE, 0);
+	ioctl(syscall_counter, PERF_EVENT_IOC_DISABLE, 0);
+}
+
+/* The user and system CPU time of RU, in microseconds.  */
+static double cpu_us(const struct rusage *ru)
+{
+	return (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1e6 +
+	       (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec);
 }
 
 static size_t sampled_threads(const struct cp_profile *profile)
@@ -193,13 +200,9 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 		struct rusage ru, th;
 		getrusage(RUSAGE_SELF, &ru);
 		getrusage(RUSAGE_THREAD, &th);
-		double cpu_us = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
-				(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-		double th_us = (double)(th.ru_utime.tv_sec + th.ru_stime.tv_sec) * 1e6 +
-			       (double)(th.ru_utime.tv_usec + th.ru_stime.tv_usec);
 		message("%" PRIu64 " stops; our CPU %.1f us (%.1f us on the sampling thread) and %.2f context switches per stop",
-			s->stopped.count, cpu_us / (double)s->stopped.count,
-			th_us / (double)s->stopped.count,
+			s->stopped.count, cpu_us(&ru) / (double)s->stopped.count,
+			cpu_us(&th) / (double)s->stopped.count,
 			(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)s->stopped.count);
 		uint64_t calls;
 		if (syscall_counter >= 0 &&
