@@ -195,7 +195,9 @@ static bool parse_aranges(struct cp_dwlazy *z)
 		}
 		off = end;
 	}
-	qsort(z->ranges, z->nranges, sizeof(*z->ranges), compare_ranges);
+	if (z->nranges > 1)
+		qsort(z->ranges, z->nranges, sizeof(*z->ranges),
+		      compare_ranges);
 	return true;
 }
 
@@ -640,7 +642,8 @@ static void keep_only(int out, const struct section *sec, struct keep *keeps,
 		      size_t n)
 {
 	const uint64_t page = 4096;
-	qsort(keeps, n, sizeof(*keeps), compare_keeps);
+	if (n > 1) /* KEEPS may be NULL when N is 0 (qsort's is nonnull) */
+		qsort(keeps, n, sizeof(*keeps), compare_keeps);
 	uint64_t from = 0;
 	for (size_t i = 0; i <= n; i++) {
 		uint64_t to = i < n ? keeps[i].start : sec->size;
