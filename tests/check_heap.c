@@ -937,8 +937,9 @@ END_TEST
 
 /* heap-stress THREADS OPS traced from its "go" to its exit: the fixture
  * still computes correctly ("ok TOTAL"), the accounting holds.  */
-static void run_stress(const char *threads, const char *ops,
-		       const char *ok_line)
+static struct tu_run *run_stress(const char *threads, const char *ops,
+				 const char *ok_line,
+				 const char *const extra[])
 {
 	char output[PATH_MAX];
 	struct tu_proc *fixture = start_fixture("heap-stress", threads, ops,
@@ -948,7 +949,7 @@ static void run_stress(const char *threads, const char *ops,
 	char *ok;
 
 	temp_output("stress.txt", output, sizeof(output));
-	run = attach_heap(fixture, output, NULL);
+	run = attach_heap(fixture, output, extra);
 	say("go");
 	ok = wait_line(fixture, "ok", STRESS_TIMEOUT_MS);
 	CHECK(strcmp(ok, ok_line) == 0, "heap-stress said \"%s\", expected "
@@ -971,11 +972,12 @@ static void run_stress(const char *threads, const char *ops,
 	      "no \"the target exited during tracing\" note");
 	free_report(&report);
 	free(ok);
+	return run;
 }
 
 START_TEST(test_stress)
 {
-	run_stress("4", "100000", "ok 400000");
+	run_stress("4", "100000", "ok 400000", NULL);
 }
 END_TEST
 
@@ -984,7 +986,7 @@ END_TEST
 START_TEST(test_stress_force_step)
 {
 	setenv("CPROF_HEAP_FORCE_STEP", "1", 1);
-	run_stress("4", "3000", "ok 12000");
+	run_stress("4", "3000", "ok 12000", NULL);
 }
 END_TEST
 
@@ -1127,15 +1129,18 @@ END_TEST
 
 /* cprof-attach --heap -q -o OUTPUT -- ARGV...: the command is run to its
  * end, and cprof-attach exits with its status, 0.  */
-static struct tu_run *launch_heap(const char *output,
-				  const char *const argv[])
+static struct tu_run *launch_heap_with(const char *output,
+				       const char *const extra[],
+				       const char *const argv[])
 {
-	const char *args[40];
+	const char *args[48];
 	size_t argc = 0;
 	struct tu_run *run;
 
 	args[argc++] = "--heap";
 	args[argc++] = "-q";
+	for (size_t i = 0; extra != NULL && extra[i] != NULL && argc < 8; i++)
+		args[argc++] = extra[i];
 	args[argc++] = "-o";
 	args[argc++] = output;
 	args[argc++] = "--";
@@ -1147,6 +1152,12 @@ static struct tu_run *launch_heap(const char *output,
 	ctx.run = run;
 	expect_exit_ok(run, LAUNCH_TIMEOUT_MS);
 	return run;
+}
+
+static struct tu_run *launch_heap(const char *output,
+				  const char *const argv[])
+{
+	return launch_heap_with(output, NULL, argv);
 }
 
 /* The line of TEXT that starts with PREFIX, copied (the caller frees it),
@@ -1517,6 +1528,94 @@ static void take_memcheck_environment(void)
 		CHECK(putenv(entry) == 0, "putenv %s", entry);
 	}
 }
+
+/* N in "cprof-attach: T tracer threads; N new threads handed to another
+ * at birth" of RUN's stderr (-v), after checking T is TRACERS.  */
+static unsigned long long tracers_line(const struct tu_run *run,
+				       unsigned tracers)
+{
+	const char *line = strstr(run->err, "tracer thread");
+	unsigned t = 0;
+	unsigned long long moved = 0;
+
+	CHECK(line != NULL, "no \"tracer threads\" line with -v");
+	while (line > run->err && line[-1] != '\n')
+		line--;
+	CHECK(sscanf(line, "cprof-attach: %u tracer thread%*[s;] %llu new",
+		     &t, &moved) == 2,
+	      "cannot read the tracer threads line: %.120s", line);
+	CHECK(t == tracers, "%u tracer threads, expected %u", t, tracers);
+	return moved;
+}
+
+/* Several tracer threads, whatever the machine's CPUs: heap-threads
+ * launched, its eight workers born while traced and handed to the other
+ * tracer threads at birth, counts exactly those of one tracer thread
+ * (the program is deterministic in counts and bytes), the same result
+ * printed by the program.  */
+START_TEST(test_tracers_launch)
+{
+	char fixture_path[PATH_MAX];
+	char output[2][PATH_MAX];
+	const char *const counts[] = { "1", "3" };
+	struct report report[2];
+	char *ok[2];
+
+	snprintf(fixture_path, sizeof(fixture_path), "%s/fixtures/heap-threads",
+		 CP_BUILD_DIR);
+	const char *const argv[] = { fixture_path, "8", "300", NULL };
+	for (int i = 0; i < 2; i++) {
+		const char *const extra[] = { "-v", "--heap-tracers",
+					      counts[i], NULL };
+		struct tu_run *run;
+
+		temp_output(i ? "three.txt" : "one.txt", output[i],
+			    sizeof(output[i]));
+		run = launch_heap_with(output[i], extra, argv);
+		unsigned long long moved = tracers_line(run, i ? 3 : 1);
+		if (i)
+			CHECK(moved >= 2, "%llu of 8 new threads handed to "
+			      "another tracer thread", moved);
+		else
+			CHECK(moved == 0, "%llu threads moved with one tracer",
+			      moved);
+		ok[i] = line_copy(run->out, "ok ");
+		CHECK(ok[i] != NULL, "heap-threads said no \"ok\" line");
+		read_report(output[i], &report[i]);
+		expect_identity(&report[i]);
+	}
+	CHECK(strcmp(ok[0], ok[1]) == 0, "heap-threads said \"%s\" traced by "
+	      "one tracer thread, \"%s\" by three", ok[0], ok[1]);
+	CHECK(report[0].allocations == report[1].allocations &&
+	      report[0].alloc_bytes == report[1].alloc_bytes &&
+	      report[0].frees_tracked == report[1].frees_tracked &&
+	      report[0].realloc_releases == report[1].realloc_releases &&
+	      report[0].live_count == report[1].live_count,
+	      "one tracer thread: %llu allocations (%llu bytes), %llu + %llu "
+	      "frees, %llu live; three: %llu (%llu bytes), %llu + %llu, %llu",
+	      report[0].allocations, report[0].alloc_bytes,
+	      report[0].frees_tracked, report[0].realloc_releases,
+	      report[0].live_count, report[1].allocations,
+	      report[1].alloc_bytes, report[1].frees_tracked,
+	      report[1].realloc_releases, report[1].live_count);
+	for (int i = 0; i < 2; i++) {
+		free_report(&report[i]);
+		free(ok[i]);
+	}
+}
+END_TEST
+
+/* Several tracer threads on a program attached to: its four threads,
+ * present, are shared out before a breakpoint is in; it computes
+ * correctly while traced and after.  */
+START_TEST(test_tracers_attach)
+{
+	const char *const extra[] = { "-v", "--heap-tracers", "3", NULL };
+	struct tu_run *run = run_stress("4", "30000", "ok 120000", extra);
+
+	tracers_line(run, 3);
+}
+END_TEST
 
 /* Programs of different shapes, each traced by cprof-attach --heap from
  * its start and run under memcheck: allocations, frees and bytes equal.
@@ -2027,6 +2126,8 @@ static Suite *heap_suite(void)
 	tcase = new_case(suite, "stress", 300);
 	tcase_add_test(tcase, test_stress);
 	tcase_add_test(tcase, test_stress_force_step);
+	tcase_add_test(tcase, test_tracers_launch);
+	tcase_add_test(tcase, test_tracers_attach);
 
 	tcase = new_case(suite, "interrupt", 300);
 	tcase_add_test(tcase, test_interrupt);

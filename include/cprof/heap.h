@@ -47,6 +47,13 @@ struct cp_heap_options {
 	 * stack bytes are those of an allocation unwound before (whose
 	 * frames are reused otherwise: the same input, the same frames).  */
 	bool no_unwind_reuse;
+	/* Tracer threads, the caller's included: 1 for the caller's only;
+	 * 0 for one per CPU (up to 4) beside it, when there are two CPUs or
+	 * more.  More than one needs every breakpoint's instruction
+	 * emulated, snapshot unwinding, and no other user of the session's
+	 * hooks.  While there are several, SIGALRM's action is a handler
+	 * of ours (restored by cp_heap_finish).  */
+	unsigned tracers;
 	/* Problems the caller may want to show (a byte that could not be
 	 * restored); may be NULL.  The library never prints.  */
 	void (*warn)(void *arg, const char *message);

@@ -161,6 +161,9 @@ struct cp_heap_summary {
 				   * unwind's: same registers, same stack
 				   * bytes (cp_heap_options.no_unwind_reuse) */
 	uint64_t vfork_children, fork_children;
+	unsigned tracers;         /* tracer threads (cp_heap_options) */
+	uint64_t threads_moved;   /* new threads handed to another tracer
+				   * thread at birth */
 	bool target_exited, target_exec, interrupted;
 	const struct cp_heap_site *sites; /* by stack id; may have gaps */
 	size_t nsites;

@@ -31,6 +31,7 @@ struct cp_thread {
 	bool stopped;         /* in a ptrace-stop that we are holding */
 	bool kept;            /* held for the caller (at a breakpoint):
 			       * stays stopped until cp_target_unkeep */
+	bool newborn;         /* auto-attached, its first stop still to come */
 	bool vfork_child;     /* a vfork child sharing the target's memory,
 			       * traced only until it execs or exits */
 	bool zombie_leader;   /* the group leader exited while other
@@ -88,6 +89,11 @@ struct cp_target_hooks {
 	 * gone.  */
 	void (*on_exec)(void *arg);
 	void *arg;
+	/* A new thread TID is at its first stop, held, having run nothing
+	 * of its own.  True when the hook handed it to another tracer
+	 * thread (cp_target_park): it is no thread of this target any
+	 * more.  May be NULL.  */
+	bool (*on_birth)(void *arg, pid_t tid);
 };
 
 /* Follow fork and vfork children from now on (ON), or no longer: the
@@ -105,6 +111,62 @@ int cp_target_set_follow_forks(struct cp_target *target, bool on);
  * detaches what was attached.  */
 int cp_target_attach(pid_t pid, const pid_t *tids, size_t ntids,
 		     unsigned flags, struct cp_target **out, pid_t *tracer);
+
+/* Several tracer threads.  ptrace is per thread of the tracer: a
+ * thread seized by one of our threads answers to that thread only, and
+ * the threads it creates are born traced by it.  A lane is a target of
+ * the same process whose threads another thread of ours traces, each
+ * thread of the process in at most one target; every target then
+ * waits for its own threads only (__WNOTHREAD), the first one too
+ * (cp_target_set_own_waits).  */
+
+/* A target of PARENT's process for the calling thread, seizing TIDS
+ * (NTIDS may be 0: the lane gets threads later through cp_target_unpark)
+ * with PARENT's options (new threads, fork children), its cancel flag,
+ * and waits of its own.  Threads gone meanwhile are skipped.  Returns 0
+ * and the lane in *OUT, or a -CP_E_* code.  */
+int cp_target_lane(const struct cp_target *parent, const pid_t *tids,
+		   size_t ntids, struct cp_target **out);
+
+/* Wait only for the calling thread's own tracees (ON), or for every
+ * thread's.  */
+void cp_target_set_own_waits(struct cp_target *target, bool on);
+
+/* Let thread TID, held, go: it runs on untraced, to be seized by
+ * another thread of ours (nothing of ours may be in the target's memory:
+ * an int3 of ours would kill it meanwhile).  Returns 0 or -CP_E_GONE.  */
+int cp_target_hand_over(struct cp_target *target, pid_t tid);
+
+/* A thread handed over while bytes of ours are in the target: parked in
+ * a pause(2) with every signal blocked, so it runs nothing of its own
+ * until its new tracer puts back what it had (cp_target_unpark).  */
+struct cp_park {
+	pid_t tid;
+	struct user_regs_struct regs; /* its registers at the stop */
+	uint64_t sigmask;             /* its blocked signals */
+	int pending_signal;           /* a signal to deliver on resume */
+};
+
+/* Park thread TID, held at its first stop (on_birth: just back from
+ * the clone system call, whose instruction it re-executes as pause),
+ * and let it go.  Fills *PARK.  Returns 0, or -CP_E_INVAL when it cannot
+ * be parked (it stays held, ours), or -CP_E_GONE.  */
+int cp_target_park(struct cp_target *target, pid_t tid,
+		   struct cp_park *park);
+
+/* Seize a thread parked by another of our threads, stop it and put back
+ * its registers and signal mask, and let it run, ours.  Returns 0 or
+ * -CP_E_GONE (it died meanwhile), or -CP_E_SYS.  */
+int cp_target_unpark(struct cp_target *target, const struct cp_park *park);
+
+/* Seize every thread of the process no thread of ours traces (those let
+ * go by lanes, and their children), until a pass finds none; a thread
+ * among PARKS (N of them), parked and never taken, gets its registers
+ * and signal mask back.  For a thread listed already (its TID is that
+ * of a thread that called execve), the entry is renewed.  Returns the
+ * number of threads seized.  */
+size_t cp_target_adopt(struct cp_target *target, const struct cp_park *parks,
+		       size_t n);
 
 /* Start ARGV (searched in PATH) as a child, seize it before it executes
  * anything of its own, and return the target with the child's PID.  The

@@ -32,7 +32,8 @@ static int hooks_in(struct cp_heap *h)
 {
 	struct cp_target_hooks hooks = { cp_heap_trap_on_trap,
 					 cp_heap_trap_on_fork,
-					 cp_heap_trap_on_exec, h };
+					 cp_heap_trap_on_exec, &h->lane0,
+					 cp_heap_lanes_on_birth };
 	if (h->session)
 		return cp_session_hooks_add(h->session, &hooks);
 	cp_target_set_hooks(h->target, &hooks);
@@ -43,7 +44,7 @@ static int hooks_in(struct cp_heap *h)
 static void hooks_out(struct cp_heap *h)
 {
 	if (h->session)
-		cp_session_hooks_remove(h->session, h);
+		cp_session_hooks_remove(h->session, &h->lane0);
 	else
 		cp_target_set_hooks(h->target, NULL);
 }
@@ -74,16 +75,16 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
 	h->o = *options;
 	if (h->o.max_depth < 1)
 		h->o.max_depth = 1;
-	h->pcs = calloc(h->o.max_depth + 1, sizeof(*h->pcs));
-	h->locs = calloc(h->o.max_depth + 1, sizeof(*h->locs));
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_init(&h->lanes_lock, NULL);
+	pthread_cond_init(&h->lanes_cond, NULL);
 	h->entries = cp_heap_entries(&h->nentries);
 	h->s.nentries = h->nentries;
 	h->table = cp_heaptable_new();
 	int rc = -CP_E_NOMEM;
-	if (!h->pcs || !h->locs || !h->table)
+	if (!h->table)
 		goto fail;
-	rc = cp_capture_new(target, unwinder, h->o.unwind, h->o.max_depth + 1,
-			    &h->capture);
+	rc = cp_heap_lane_init(h, &h->lane0, target);
 	if (rc < 0)
 		goto fail;
 	/* The symbolizer thread must not take our signals: they are what
@@ -100,8 +101,9 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
 		goto fail;
 	if (cp_target_launched(target)) {
 		/* Wait for the image, then for its entry point.  */
-		h->phase = WAIT_EXEC;
-		while (h->phase == WAIT_EXEC || h->phase == WAIT_ENTRY) {
+		cp_heap_set_phase(h, WAIT_EXEC);
+		while (cp_heap_phase(h) == WAIT_EXEC ||
+		       cp_heap_phase(h) == WAIT_ENTRY) {
 			if (h->o.stop && *h->o.stop) {
 				rc = -CP_E_GONE;
 				goto fail;
@@ -116,11 +118,18 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
 				goto fail;
 			}
 		}
-		if (h->phase != TRACING) {
+		if (cp_heap_phase(h) != TRACING) {
 			rc = h->error ? h->error : -CP_E_NOALLOC;
 			goto fail;
 		}
+		/* Only the program's first thread, as a rule: the others
+		 * are shared out at birth.  */
+		cp_heap_lanes_start(h, false);
 	} else {
+		/* The threads present are shared out before any byte of
+		 * ours is in.  */
+		if (cp_heap_trap_emulable(h))
+			cp_heap_lanes_start(h, true);
 		/* The threads run meanwhile: writing one byte is atomic for
 		 * them, and a thread reaching an int3 already set is
 		 * handled by the hooks.  */
@@ -128,6 +137,14 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
 		if (rc < 0)
 			goto fail;
 	}
+	if (h->nlanes > 1 && h->loader.inserted && !h->loader.emulate) {
+		/* Its step would need every lane's threads held: without
+		 * it, dlopen and dlclose go unnoticed (the unwinder still
+		 * finds new modules on a miss).  */
+		cp_heap_trap_restore(h->pid, &h->loader);
+		h->loader.inserted = false;
+	}
+	cp_heap_lanes_armed(h);
 	*out = h;
 	return 0;
 fail:
@@ -184,7 +201,7 @@ int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 	if (until_ns && (!deadline || until_ns < deadline))
 		deadline = until_ns;
 	int rc = 0;
-	while (h->phase == TRACING) {
+	while (cp_heap_phase(h) == TRACING) {
 		if ((h->o.stop && *h->o.stop) || (stop && *stop)) {
 			h->s.interrupted = true;
 			why = CP_HEAP_STOPPED;
@@ -199,7 +216,9 @@ int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 		if (got == -CP_E_GONE)
 			break;
 		cp_heap_trap_run_steps(h);
+		pthread_mutex_lock(&h->lock);
 		cp_resolver_collect(h->resolver);
+		pthread_mutex_unlock(&h->lock);
 		if (h->error) {
 			rc = h->error;
 			break;
@@ -222,15 +241,56 @@ int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 	return rc;
 }
 
+/* Put back every byte of ours in the memory of the process.  Returns 0
+ * or -CP_E_SYS.  */
+static int restore_bytes(struct cp_heap *h)
+{
+	int rc = 0;
+	for (size_t i = 0; i < h->nbps; i++) {
+		if (!h->bps[i].inserted)
+			continue;
+		if (cp_heap_trap_restore(h->pid, &h->bps[i]) < 0) {
+			if (h->o.warn) {
+				char text[256];
+				snprintf(text, sizeof(text),
+					 "cannot restore the byte at %#llx (%s) "
+					 "in %d: %s",
+					 (unsigned long long)h->bps[i].addr,
+					 h->entries[h->bps[i].tag].name,
+					 (int)h->pid, strerror(errno));
+				h->o.warn(h->o.warn_arg, text);
+			}
+			rc = -CP_E_SYS;
+		}
+		h->bps[i].inserted = false;
+	}
+	if (h->entry.inserted) {
+		if (cp_heap_trap_restore(h->pid, &h->entry) < 0)
+			rc = -CP_E_SYS;
+		h->entry.inserted = false;
+	}
+	if (h->loader.inserted) {
+		if (cp_heap_trap_restore(h->pid, &h->loader) < 0)
+			rc = -CP_E_SYS;
+		h->loader.inserted = false;
+	}
+	return rc;
+}
+
 int cp_heap_finish(struct cp_heap *h)
 {
 	if (!h)
 		return 0;
 	int rc = 0;
 	uint64_t end = cp_heap_now_ns();
-	if (h->t0_ns && h->phase == TRACING)
+	if (h->t0_ns && cp_heap_phase(h) == TRACING)
 		cp_heaptable_end(h->table, end);
-	h->phase = DONE;
+	cp_heap_set_phase(h, DONE);
+	bool lanes = h->nlanes > 1 && !h->lanes_done;
+	h->lanes_done = true;
+	/* The other tracer threads hold theirs first.  */
+	if (lanes)
+		cp_heap_lanes_hold(h);
 	bool any = h->entry.inserted || h->loader.inserted;
 	for (size_t i = 0; i < h->nbps; i++)
 		any |= h->bps[i].inserted;
@@ -239,75 +299,28 @@ int cp_heap_finish(struct cp_heap *h)
 		/* A thread may have stopped for our interrupt with the
 		 * SIGTRAP of an int3 still queued: let it take the signal
 		 * (the hook rewinds it) before the byte goes away.  */
-		size_t n;
-		struct cp_thread *threads = cp_target_threads(h->target, &n);
-		for (size_t i = 0; i < n; i++) {
-			pid_t tid = threads[i].tid;
-			for (int tries = 0; tries < 4; tries++) {
-				struct user_regs_struct regs;
-				if (cp_target_get_regs(h->target, tid,
-						       &regs) < 0)
-					break;
-				uint64_t pc = cp_regs_pc(&regs) - 1;
-				bool ours = cp_heap_trap_find(h, pc) ||
-					    (h->entry.inserted &&
-					     pc == h->entry.addr);
-				if (!ours ||
-				    !cp_target_trap_pending(h->target, tid))
-					break;
-				cp_target_deliver_pending(h->target, tid);
-				threads = cp_target_threads(h->target, &n);
-			}
-		}
-		for (size_t i = 0; i < h->nbps; i++) {
-			if (!h->bps[i].inserted)
-				continue;
-			if (cp_heap_trap_restore(h->pid, &h->bps[i]) < 0) {
-				if (h->o.warn) {
-					char text[256];
-					snprintf(text, sizeof(text),
-						 "cannot restore the byte at "
-						 "%#llx (%s) in %d: %s",
-						 (unsigned long long)h->bps[i].addr,
-						 h->entries[h->bps[i].tag].name,
-						 (int)h->pid, strerror(errno));
-					h->o.warn(h->o.warn_arg, text);
-				}
-				rc = -CP_E_SYS;
-			}
-			h->bps[i].inserted = false;
-		}
-		if (h->entry.inserted) {
-			if (cp_heap_trap_restore(h->pid, &h->entry) < 0)
-				rc = -CP_E_SYS;
-			h->entry.inserted = false;
-		}
-		if (h->loader.inserted) {
-			if (cp_heap_trap_restore(h->pid, &h->loader) < 0)
-				rc = -CP_E_SYS;
-			h->loader.inserted = false;
-		}
+		cp_heap_lane_rewind(&h->lane0);
+		rc = restore_bytes(h);
 		/* Return addresses still pointing at our int3s.  */
-		for (size_t i = 0; i < h->nthreads; i++) {
-			struct tstate *ts = &h->threads[i];
-			uint64_t slot = 0;
-			if (!ts->in_call ||
-			    !cp_target_thread(h->target, ts->tid))
-				continue;
-			if (cp_heap_read_u64(h->pid, ts->slot, &slot) &&
-			    slot == ts->fake &&
-			    cp_target_write(h->pid, ts->slot, &ts->ret, 8) < 0)
-				rc = -CP_E_SYS;
-			ts->in_call = false;
-			h->s.lost_returns++;
-		}
+		if (cp_heap_lane_returns(&h->lane0) < 0)
+			rc = -CP_E_SYS;
+		if (lanes)
+			cp_heap_lanes_release(h);
 		/* Our hooks go before the threads run again: nothing of
 		 * ours is left for them to trap on, and a trap now is the
 		 * target's own.  The target stays attached, usable for
 		 * sampling, a dump, or heap tracing again.  */
 		hooks_out(h);
 		cp_target_release_all(h->target);
+	} else if (lanes) {
+		/* The caller's target has the leader: when it is gone, so
+		 * is the process.  */
+		if (any && !cp_target_exited(h->target) && restore_bytes(h) < 0)
+			rc = -CP_E_SYS;
+		cp_heap_lanes_release(h);
 	}
+	if (lanes && h->error == -CP_E_SYS)
+		rc = -CP_E_SYS;
 	hooks_out(h);
 	return rc;
 }
@@ -325,15 +338,18 @@ const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *h)
 	struct cp_heap_summary *s = (struct cp_heap_summary *)&h->merged;
 	*s = *cp_heaptable_summary(h->table);
 	s->nentries = h->s.nentries;
-	memcpy(s->calls, h->s.calls, sizeof(s->calls));
+	memset(s->calls, 0, sizeof(s->calls));
 	memcpy(s->traced, h->s.traced, sizeof(s->traced));
 	memcpy(s->module, h->s.module, sizeof(s->module));
-	s->reallocs = h->s.reallocs;
-	s->lost_returns = h->s.lost_returns;
+	s->reallocs = 0;
+	s->lost_returns = 0;
 	s->stepped = h->s.stepped;
-	s->unwinds_reused = h->s.unwinds_reused;
-	s->vfork_children = h->s.vfork_children;
-	s->fork_children = h->s.fork_children;
+	s->unwinds_reused = 0;
+	s->vfork_children = 0;
+	s->fork_children = 0;
+	s->threads_moved = 0;
+	cp_heap_lanes_sum(h, s);
+	s->tracers = h->nlanes ? h->nlanes : 1;
 	s->target_exited = h->s.target_exited;
 	s->target_exec = h->s.target_exec;
 	s->interrupted = h->s.interrupted;
@@ -356,14 +372,17 @@ void cp_heap_free(struct cp_heap *h)
 	if (!h)
 		return;
 	cp_resolver_finish(h->resolver);
-	free(h->threads);
 	cp_heaptable_free(h->table);
 	cp_int3_steps_free(&h->steps);
-	cp_capture_slot_free(&h->slot);
-	for (size_t i = 0; i < UNWIND_MEMO_SLOTS; i++)
-		free(h->memo[i].bytes);
-	cp_capture_free(h->capture);
-	free(h->pcs);
-	free(h->locs);
+	cp_heap_lane_free(&h->lane0);
+	for (size_t i = 1; i < HEAP_MAX_LANES; i++)
+		if (h->lanes[i]) {
+			cp_heap_lane_free(h->lanes[i]);
+			free(h->lanes[i]);
+		}
+	free(h->orphans);
+	pthread_mutex_destroy(&h->lock);
+	pthread_mutex_destroy(&h->lanes_lock);
+	pthread_cond_destroy(&h->lanes_cond);
 	free(h);
 }

@@ -24,16 +24,16 @@ static bool grow(void **items, size_t size, size_t need, size_t *cap)
 	return cp_grow_zeroed(items, cap, need, size, 16);
 }
 
-static struct tstate *tstate(struct cp_heap *h, pid_t tid, bool create)
+static struct tstate *tstate(struct heap_lane *l, pid_t tid, bool create)
 {
-	for (size_t i = 0; i < h->nthreads; i++)
-		if (h->threads[i].tid == tid)
-			return &h->threads[i];
+	for (size_t i = 0; i < l->nthreads; i++)
+		if (l->threads[i].tid == tid)
+			return &l->threads[i];
 	if (!create ||
-	    !grow((void **)&h->threads, sizeof(*h->threads), h->nthreads + 1,
-		  &h->threads_cap))
+	    !grow((void **)&l->threads, sizeof(*l->threads), l->nthreads + 1,
+		  &l->threads_cap))
 		return NULL;
-	struct tstate *ts = &h->threads[h->nthreads++];
+	struct tstate *ts = &l->threads[l->nthreads++];
 	memset(ts, 0, sizeof(*ts));
 	ts->tid = tid;
 	return ts;
@@ -41,14 +41,21 @@ static struct tstate *tstate(struct cp_heap *h, pid_t tid, bool create)
 
 /* ------------------------------------------------------ events */
 
-/* Hand EVENT to the heap table.  */
-static void emit(struct cp_heap *h, const struct cp_heap_event *event)
+/* Hand EVENT to the heap table, FREE_SP the stack pointer of a free
+ * (see free_caller).  Before the thread resumes: with several tracer
+ * threads, what an event says (a block freed) has not happened yet for
+ * the others, so the table gets the events in the order they happen.  */
+static void emit(struct cp_heap *h, const struct cp_heap_event *event,
+		 uint64_t free_sp)
 {
+	pthread_mutex_lock(&h->lock);
+	h->free_sp = free_sp;
 	int rc = cp_heaptable_add(h->table, event);
 	if (rc < 0)
 		cp_heap_fail(h, rc);
 	if (h->o.on_event)
 		h->o.on_event(h->o.on_event_arg, event);
+	pthread_mutex_unlock(&h->lock);
 }
 
 /* The table asks where a free of a block it does not know came from:
@@ -109,7 +116,7 @@ static void on_return(struct cp_heap *h, struct tstate *ts, uint64_t result)
 	} else {
 		ev.addr = result;
 	}
-	emit(h, &ev);
+	emit(h, &ev, 0);
 }
 
 /* ------------------------------------------------------ breakpoints */
@@ -164,9 +171,29 @@ static void set_loader_bp(struct cp_heap *h, uint64_t addr)
  * map_files with it.  */
 static void mappings_changed(struct cp_heap *h)
 {
+	pthread_mutex_lock(&h->lock);
 	cp_heap_memo_forget(h);
 	cp_unwinder_invalidate(h->unwinder);
 	cp_symbols_capture(h->symbols);
+	pthread_mutex_unlock(&h->lock);
+}
+
+bool cp_heap_trap_emulable(struct cp_heap *h)
+{
+	struct cp_heap_found found[CP_HEAP_MAX_ENTRIES];
+	struct cp_addrspace *space = cp_unwinder_addrspace(h->unwinder);
+	uint64_t r_debug = h->r_debug;
+	if (h->o.force_step ||
+	    cp_heap_alloc_find(space, h->r_debug, found, &r_debug) < 0)
+		return false;
+	for (size_t f = 0; f < h->nentries; f++) {
+		struct cp_int3 bp = { 0 };
+		if (found[f].addr &&
+		    cp_int3_prepare(h->pid, &bp, found[f].addr, false) == 0 &&
+		    !bp.emulate)
+			return false;
+	}
+	return true;
 }
 
 /* Find the entry points and set the breakpoints.  */
@@ -233,7 +260,7 @@ int cp_heap_trap_arm(struct cp_heap *h)
 		cp_maps_free(maps);
 	}
 	if (rc == 0) {
-		h->phase = TRACING;
+		cp_heap_set_phase(h, TRACING);
 		h->t0_ns = cp_heap_now_ns();
 		cp_heaptable_begin(h->table, h->t0_ns);
 		/* Attached: the loader's notifications tell us of dlopen and
@@ -273,7 +300,7 @@ static void memo_regs(const struct user_regs_struct *r, uint64_t *out)
 
 /* The memo set (UNWIND_MEMO_WAYS slots) for the copy in SNAP whose
  * registers are REGS.  */
-static struct unwind_memo *memo_set(struct cp_heap *h, const uint64_t *regs,
+static struct unwind_memo *memo_set(struct heap_lane *l, const uint64_t *regs,
 				    const struct cp_snapshot *snap)
 {
 	uint64_t ret = 0;
@@ -285,7 +312,7 @@ static struct unwind_memo *memo_set(struct cp_heap *h, const uint64_t *regs,
 		       (ret * 0xc2b2ae3d27d4eb4full);
 	key ^= key >> 29;
 	size_t sets = UNWIND_MEMO_SLOTS / UNWIND_MEMO_WAYS;
-	return &h->memo[key % sets * UNWIND_MEMO_WAYS];
+	return &l->memo[key % sets * UNWIND_MEMO_WAYS];
 }
 
 /* The part of SNAP an unwind from an allocator's entry reads: from the
@@ -359,23 +386,30 @@ static bool frames_in_files(struct cp_heap *h, const uint64_t *pcs, size_t n)
 /* Unwind the copy taken at an outermost entry into a stack id: the
  * allocator's own frame is left out, the caller comes first.  The same
  * registers and stack bytes as an unwind kept give its stack id.  */
-static void record_stack(struct cp_heap *h, struct tstate *ts)
+static void record_stack(struct heap_lane *l, struct tstate *ts)
 {
-	const struct cp_snapshot *snap = &h->slot.snap;
+	struct cp_heap *h = l->heap;
+	const struct cp_snapshot *snap = &l->slot.snap;
 	uint64_t regs[UNWIND_MEMO_REGS];
 	struct unwind_memo *memo = NULL;
 	const unsigned char *bytes = NULL;
 	size_t len = 0;
 	memo_regs(&snap->regs, regs);
+	unsigned gen = __atomic_load_n(&h->memo_gen, __ATOMIC_RELAXED);
+	if (l->memo_gen != gen) {
+		for (size_t i = 0; i < UNWIND_MEMO_SLOTS; i++)
+			l->memo[i].valid = false;
+		l->memo_gen = gen;
+	}
 	if (!h->o.no_unwind_reuse && h->o.unwind == CP_UNWIND_SNAPSHOT &&
 	    memo_bytes(regs, snap, &bytes, &len)) {
-		struct unwind_memo *set = memo_set(h, regs, snap);
-		h->memo_clock++;
+		struct unwind_memo *set = memo_set(l, regs, snap);
+		l->memo_clock++;
 		for (size_t w = 0; w < UNWIND_MEMO_WAYS; w++) {
 			if (memo_matches(&set[w], regs, bytes, len)) {
-				set[w].used = h->memo_clock;
+				set[w].used = l->memo_clock;
 				ts->stack = set[w].stack;
-				h->s.unwinds_reused++;
+				l->s.unwinds_reused++;
 				return;
 			}
 			/* The slot to fill after this unwind: an empty one,
@@ -387,6 +421,9 @@ static void record_stack(struct cp_heap *h, struct tstate *ts)
 		}
 	}
 	size_t n = 0;
+	/* The unwinder, the symbolizer and the profile are shared by the
+	 * tracer threads.  */
+	pthread_mutex_lock(&h->lock);
 	if (memo) {
 		/* Unwound knowing only the registers of the key: when no
 		 * frame's rule needs another one, the frames are a full
@@ -397,40 +434,42 @@ static void record_stack(struct cp_heap *h, struct tstate *ts)
 				 CP_UNWIND_REG(CP_REG_RSP) |
 				 CP_UNWIND_REG(CP_REG_RBP),
 		};
-		cp_target_learn_stack(h->target, snap->tid, regs[1]);
+		cp_target_learn_stack(l->target, snap->tid, regs[1]);
 		n = cp_unwinder_unwind_partial(h->unwinder, snap, &partial,
-					       h->pcs, h->o.max_depth + 1);
+					       l->pcs, h->o.max_depth + 1);
 		if (partial.needed || partial.rbp_scanned ||
-		    !frames_in_files(h, h->pcs, n))
+		    !frames_in_files(h, l->pcs, n))
 			memo = NULL;
 	}
 	if (!memo)
-		n = cp_capture_unwind(h->capture, &h->slot, h->pcs,
+		n = cp_capture_unwind(l->capture, &l->slot, l->pcs,
 				      h->o.max_depth + 1);
 	size_t first = n > 1 ? 1 : 0;
 	size_t depth = 0;
+	uint32_t stack = UINT32_MAX;
 	for (size_t i = first; i < n; i++) {
-		uint32_t loc = cp_resolver_location(h->resolver, h->pcs[i]);
-		if (loc == UINT32_MAX) {
-			cp_heap_fail(h, -CP_E_NOMEM);
-			return;
-		}
-		h->locs[depth++] = loc;
+		uint32_t loc = cp_resolver_location(h->resolver, l->pcs[i]);
+		if (loc == UINT32_MAX)
+			goto out;
+		l->locs[depth++] = loc;
 	}
-	uint32_t stack = cp_profile_intern_stack(h->profile, h->locs, depth);
+	stack = cp_profile_intern_stack(h->profile, l->locs, depth);
+out:
+	pthread_mutex_unlock(&h->lock);
 	if (stack == UINT32_MAX) {
 		cp_heap_fail(h, -CP_E_NOMEM);
 		return;
 	}
 	ts->stack = stack;
 	if (memo)
-		memo_keep(memo, regs, bytes, len, stack, h->memo_clock);
+		memo_keep(memo, regs, bytes, len, stack, l->memo_clock);
 }
 
-static enum cp_target_trap entry_trap(struct cp_heap *h, pid_t tid,
+static enum cp_target_trap entry_trap(struct heap_lane *l, pid_t tid,
 				      struct user_regs_struct *regs,
 				      bool hold)
 {
+	struct cp_heap *h = l->heap;
 	/* Launch mode: the program reached its entry point; every library
 	 * it links is mapped, and main has not run.  */
 	uint64_t pc = cp_regs_pc(regs) - 1;
@@ -440,52 +479,54 @@ static enum cp_target_trap entry_trap(struct cp_heap *h, pid_t tid,
 	}
 	h->entry.inserted = false;
 	cp_abi_set_pc(regs, pc);
-	cp_target_set_regs(h->target, tid, regs);
+	cp_target_set_regs(l->target, tid, regs);
 	int rc = cp_heap_trap_arm(h);
 	if (rc < 0)
 		cp_heap_fail(h, rc);
 	cp_resolver_reset(h->resolver);
 	cp_unwinder_invalidate(h->unwinder);
 	if (!hold)
-		cp_target_resume(h->target, tid);
+		cp_target_resume(l->target, tid);
 	return CP_TRAP_HANDLED;
 }
 
 /* Let thread TID, stopped at BP's int3 with REGS, go on past the
  * displaced instruction: emulated, or queued for a step with every
  * thread held (run_steps).  */
-static void pass_bp(struct cp_heap *h, pid_t tid, struct cp_int3 *bp,
+static void pass_bp(struct heap_lane *l, pid_t tid, struct cp_int3 *bp,
 		    uint64_t pc, struct user_regs_struct *regs)
 {
+	struct cp_heap *h = l->heap;
 	if (!bp->emulate) {
 		cp_abi_set_pc(regs, pc);
-		cp_target_set_regs(h->target, tid, regs);
+		cp_target_set_regs(l->target, tid, regs);
 		if (cp_int3_queue(&h->steps, tid) < 0)
 			cp_heap_fail(h, -CP_E_NOMEM);
 		return;
 	}
 	if (emulate(h, bp, pc, regs) < 0) {
 		cp_abi_set_pc(regs, pc);
-		if (cp_target_set_regs(h->target, tid, regs) == 0)
+		if (cp_target_set_regs(l->target, tid, regs) == 0)
 			cp_heap_fail(h, -CP_E_SYS);
 		return;
 	}
-	if (cp_target_set_regs(h->target, tid, regs) == 0)
-		cp_target_resume(h->target, tid);
+	if (cp_target_set_regs(l->target, tid, regs) == 0)
+		cp_target_resume(l->target, tid);
 }
 
 /* The dynamic linker's notification: the link map changed.  Launch mode,
  * before tracing: once it is consistent with the program's libraries
  * mapped (and none of their constructors run yet), the allocator is
  * there to be found.  */
-static enum cp_target_trap loader_trap(struct cp_heap *h, pid_t tid,
+static enum cp_target_trap loader_trap(struct heap_lane *l, pid_t tid,
 				       struct user_regs_struct *regs,
 				       bool hold)
 {
+	struct cp_heap *h = l->heap;
 	uint64_t pc = cp_regs_pc(regs) - 1;
 	if (hold) {
 		cp_abi_set_pc(regs, pc);
-		cp_target_set_regs(h->target, tid, regs);
+		cp_target_set_regs(l->target, tid, regs);
 		return CP_TRAP_HANDLED;
 	}
 	int32_t state = -1;
@@ -493,7 +534,7 @@ static enum cp_target_trap loader_trap(struct cp_heap *h, pid_t tid,
 	    cp_target_read(h->pid, h->r_debug + offsetof(struct r_debug, r_state),
 			   &state, sizeof(state)) != (ssize_t)sizeof(state))
 		state = -1;
-	if (state == RT_CONSISTENT && h->phase == WAIT_ENTRY) {
+	if (state == RT_CONSISTENT && cp_heap_phase(h) == WAIT_ENTRY) {
 		int rc = cp_heap_trap_arm(h);
 		if (rc == 0 && h->entry.inserted) {
 			if (cp_heap_trap_restore(h->pid, &h->entry) < 0)
@@ -502,28 +543,30 @@ static enum cp_target_trap loader_trap(struct cp_heap *h, pid_t tid,
 		} else if (rc < 0 && rc != -CP_E_NOALLOC) {
 			cp_heap_fail(h, rc); /* else: the entry point may do */
 		}
-	} else if (state == RT_CONSISTENT && h->phase == TRACING) {
+	} else if (state == RT_CONSISTENT && cp_heap_phase(h) == TRACING) {
 		mappings_changed(h);
 	}
-	pass_bp(h, tid, &h->loader, pc, regs);
+	pass_bp(l, tid, &h->loader, pc, regs);
 	return CP_TRAP_HANDLED;
 }
 
 enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 {
-	struct cp_heap *h = arg;
+	struct heap_lane *l = arg;
+	struct cp_heap *h = l->heap;
+	struct cp_target *target = l->target;
 	struct user_regs_struct regs;
-	if (cp_target_get_regs(h->target, tid, &regs) < 0)
+	if (cp_target_get_regs(target, tid, &regs) < 0)
 		return CP_TRAP_NOT_OURS;
 	uint64_t pc = cp_regs_pc(&regs) - 1;
 	if (h->entry.inserted && pc == h->entry.addr)
-		return entry_trap(h, tid, &regs, hold);
+		return entry_trap(l, tid, &regs, hold);
 	if (h->loader.inserted && pc == h->loader.addr)
-		return loader_trap(h, tid, &regs, hold);
+		return loader_trap(l, tid, &regs, hold);
 	struct cp_int3 *bp = find_bp(h, pc);
 	if (!bp)
 		return CP_TRAP_NOT_OURS;
-	struct tstate *ts = tstate(h, tid, true);
+	struct tstate *ts = tstate(l, tid, true);
 	if (!ts) {
 		cp_heap_fail(h, -CP_E_NOMEM);
 		return CP_TRAP_NOT_OURS;
@@ -533,10 +576,10 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		/* The return of the outermost call, into our int3.  */
 		cp_abi_set_pc(&regs, ts->ret);
 		ts->in_call = false;
-		if (cp_target_set_regs(h->target, tid, &regs) < 0)
+		if (cp_target_set_regs(target, tid, &regs) < 0)
 			return CP_TRAP_HANDLED;
 		if (!hold)
-			cp_target_resume(h->target, tid);
+			cp_target_resume(target, tid);
 		on_return(h, ts, cp_abi_retval(&regs));
 		return CP_TRAP_HANDLED;
 	}
@@ -544,10 +587,10 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		/* Everything is being stopped: undo the trap; the call
 		 * starts again after the original byte is back.  */
 		cp_abi_set_pc(&regs, pc);
-		cp_target_set_regs(h->target, tid, &regs);
+		cp_target_set_regs(target, tid, &regs);
 		return CP_TRAP_HANDLED;
 	}
-	struct cp_thread *th = cp_target_thread(h->target, tid);
+	struct cp_thread *th = cp_target_thread(target, tid);
 	bool vfork_child = th && th->vfork_child;
 	if (ts->in_call && sp > ts->slot) {
 		/* Above the outstanding call's frame: that call is gone
@@ -556,7 +599,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		 * outstanding call (glibc's realloc(NULL, n) jumps to
 		 * malloc): part of it, and it returns through our slot.  */
 		ts->in_call = false;
-		h->s.lost_returns++;
+		l->s.lost_returns++;
 	}
 	bool outer = !ts->in_call && !vfork_child;
 	const struct user_regs_struct at_args = regs;
@@ -565,12 +608,11 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 	uint64_t ret = 0;
 	if (outer) {
 		const struct cp_heap_entry *e = &h->entries[bp->tag];
-		h->s.calls[bp->tag]++;
+		l->s.calls[bp->tag]++;
 		if (e->kind == CP_HEAP_KIND_REALLOC)
-			h->s.reallocs++;
+			l->s.reallocs++;
 		if (e->result == CP_HEAP_RESULT_NONE) {
 			/* Nothing to wait for (free): its event now.  */
-			h->free_sp = sp;
 			struct cp_heap_event ev = {
 				.kind = CP_HEAP_EV_FREE,
 				.entry = bp->tag,
@@ -579,14 +621,14 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 				.tid = tid,
 				.t_ns = cp_heap_now_ns(),
 			};
-			emit(h, &ev);
+			emit(h, &ev, sp);
 		} else {
 			/* Copy the stack for the unwinder.  */
 			struct user_regs_struct at_entry = regs;
 			cp_abi_set_pc(&at_entry, pc);
-			const struct cp_snapshot *snap = &h->slot.snap;
-			if (cp_capture_take_regs(h->capture, tid, &at_entry,
-						 &h->slot) == 0 &&
+			const struct cp_snapshot *snap = &l->slot.snap;
+			if (cp_capture_take_regs(l->capture, tid, &at_entry,
+						 &l->slot) == 0 &&
 			    sp >= snap->stack_addr && snap->stack_len >= 8 &&
 			    sp - snap->stack_addr <= snap->stack_len - 8)
 				memcpy(&ret,
@@ -595,7 +637,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 			else
 				cp_heap_read_u64(h->pid, sp, &ret);
 			if (!ret)
-				h->s.lost_returns++;
+				l->s.lost_returns++;
 		}
 	}
 	/* Send the return to our int3: the entry address written over
@@ -606,11 +648,11 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		if (ret && cp_target_write(h->pid, sp, &fake, 8) == 0)
 			want_stack = true;
 		else if (ret)
-			h->s.lost_returns++;
+			l->s.lost_returns++;
 		/* Step the original instruction with every thread held,
 		 * from the main loop (not from inside this callback).  */
 		cp_abi_set_pc(&regs, pc);
-		cp_target_set_regs(h->target, tid, &regs);
+		cp_target_set_regs(target, tid, &regs);
 		if (cp_int3_queue(&h->steps, tid) < 0)
 			cp_heap_fail(h, -CP_E_NOMEM);
 	} else {
@@ -632,7 +674,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 			/* Cannot continue it correctly: rewind so it runs the
 			 * real instruction once we restore the byte.  */
 			cp_abi_set_pc(&regs, pc);
-			if (cp_target_set_regs(h->target, tid, &regs) == 0)
+			if (cp_target_set_regs(target, tid, &regs) == 0)
 				cp_heap_fail(h, -CP_E_SYS);
 			return CP_TRAP_HANDLED;
 		}
@@ -640,7 +682,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		if (cp_int3_writes_flush(h->pid, &writes) < 0) {
 			/* The instruction did not happen: rewind it.  */
 			cp_abi_set_pc(&at_trap, pc);
-			if (cp_target_set_regs(h->target, tid, &at_trap) == 0)
+			if (cp_target_set_regs(target, tid, &at_trap) == 0)
 				cp_heap_fail(h, -CP_E_SYS);
 			return CP_TRAP_HANDLED;
 		}
@@ -648,7 +690,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		    (ret && cp_target_write(h->pid, sp, &fake, 8) == 0))
 			want_stack = true;
 		else if (ret)
-			h->s.lost_returns++;
+			l->s.lost_returns++;
 	}
 	if (want_stack) {
 		ts->in_call = true;
@@ -663,15 +705,15 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		/* A thread killed meanwhile (another thread's execve or
 		 * exit_group) takes no registers: it is gone, nothing to
 		 * continue, nothing failed.  */
-		if (cp_target_set_regs(h->target, tid, &regs) < 0)
+		if (cp_target_set_regs(target, tid, &regs) < 0)
 			return CP_TRAP_HANDLED;
-		cp_target_resume(h->target, tid);
+		cp_target_resume(target, tid);
 	}
 	if (want_stack) {
 		/* After the resume: the copy's frames (the capture path also
 		 * learns, once per thread, where its stack ends, so the next
 		 * copies take exactly the used part).  */
-		record_stack(h, ts);
+		record_stack(l, ts);
 	}
 	return CP_TRAP_HANDLED;
 }
@@ -688,7 +730,8 @@ void cp_heap_trap_run_steps(struct cp_heap *h)
 	 * now, and must not get our bytes.  Before tracing, in launch mode,
 	 * the loader's breakpoint is stepped too.  */
 	for (size_t i = 0; i < h->steps.n &&
-			   (h->phase == TRACING || h->phase == WAIT_ENTRY);
+			   (cp_heap_phase(h) == TRACING ||
+			    cp_heap_phase(h) == WAIT_ENTRY);
 	     i++) {
 		pid_t tid = h->steps.tids[i];
 		struct user_regs_struct regs;
@@ -712,12 +755,13 @@ void cp_heap_trap_run_steps(struct cp_heap *h)
 
 void cp_heap_trap_on_fork(void *arg, pid_t parent, pid_t child, bool vfork)
 {
-	struct cp_heap *h = arg;
+	struct heap_lane *l = arg;
+	struct cp_heap *h = l->heap;
 	if (vfork) {
-		h->s.vfork_children++;
+		l->s.vfork_children++;
 		return;
 	}
-	h->s.fork_children++;
+	l->s.fork_children++;
 	/* The child's memory is a copy of the parent's, int3s included.  */
 	for (size_t i = 0; i < h->nbps; i++)
 		if (h->bps[i].inserted && cp_heap_trap_restore(child, &h->bps[i]) < 0)
@@ -727,7 +771,7 @@ void cp_heap_trap_on_fork(void *arg, pid_t parent, pid_t child, bool vfork)
 	if (h->loader.inserted && cp_heap_trap_restore(child, &h->loader) < 0)
 		cp_heap_fail(h, -CP_E_SYS);
 	/* Only the forking thread lives on in the child.  */
-	struct tstate *ts = tstate(h, parent, false);
+	struct tstate *ts = tstate(l, parent, false);
 	uint64_t slot = 0;
 	if (ts && ts->in_call && cp_heap_read_u64(child, ts->slot, &slot) &&
 	    slot == ts->fake)
@@ -736,8 +780,9 @@ void cp_heap_trap_on_fork(void *arg, pid_t parent, pid_t child, bool vfork)
 
 void cp_heap_trap_on_exec(void *arg)
 {
-	struct cp_heap *h = arg;
-	if (h->phase == WAIT_EXEC) {
+	struct heap_lane *l = arg;
+	struct cp_heap *h = l->heap;
+	if (cp_heap_phase(h) == WAIT_EXEC) {
 		/* Launch mode: the command's image is loaded; its
 		 * libraries are not yet.  Stop it at its entry point.  */
 		h->entry.addr = cp_procfs_auxv(h->pid, AT_ENTRY);
@@ -746,7 +791,7 @@ void cp_heap_trap_on_exec(void *arg)
 				       sizeof(h->entry.orig)) < 0 ||
 		    insert_bp(h, &h->entry) < 0) {
 			cp_heap_fail(h, -CP_E_SYS);
-			h->phase = DONE;
+			cp_heap_set_phase(h, DONE);
 			return;
 		}
 		/* Dynamically linked: the loader's notifications come
@@ -758,7 +803,7 @@ void cp_heap_trap_on_exec(void *arg)
 		if (base && cp_heap_alloc_loader(space, base, &brk,
 						 &h->r_debug) == 0)
 			set_loader_bp(h, brk);
-		h->phase = WAIT_ENTRY;
+		cp_heap_set_phase(h, WAIT_ENTRY);
 		return;
 	}
 	/* The old image, our bytes with it, is gone; so are the steps
@@ -768,9 +813,9 @@ void cp_heap_trap_on_exec(void *arg)
 	h->steps.n = 0;
 	h->entry.inserted = false;
 	h->loader.inserted = false;
-	h->nthreads = 0;
+	l->nthreads = 0;
 	cp_heap_memo_forget(h);
 	h->s.target_exec = true;
-	h->phase = DONE;
+	cp_heap_set_phase(h, DONE);
 }
 

@@ -6,6 +6,8 @@
 #define CPROF_HEAP_TRAP_H
 
 #include <stdbool.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -61,6 +63,39 @@ struct unwind_memo {
 	uint64_t used;            /* the memo's clock at its last use */
 };
 
+/* One tracer thread's share of heap tracing: the threads it traces (a
+ * target of its own, cp_target_lane, or the caller's target for lane 0)
+ * and everything a trap needs that no other tracer thread touches.  */
+struct heap_lane {
+	struct cp_heap *heap;
+	struct cp_target *target;
+	struct cp_capture *capture; /* the capture path (cprof/capture.h) */
+	struct cp_capture_slot slot; /* what the last entry took */
+	uint64_t *pcs;
+	uint32_t *locs;
+	struct tstate *threads;
+	size_t nthreads, threads_cap;
+	/* Unwinds kept for reuse, by a hash of pc, stack pointer and return
+	 * address; forgotten when the mappings change (MEMO_GEN behind the
+	 * heap's).  */
+	struct unwind_memo memo[UNWIND_MEMO_SLOTS];
+	uint64_t memo_clock;
+	unsigned memo_gen;
+	struct cp_heap_summary s; /* this lane's counts: calls, reallocs,
+				   * lost returns, unwinds reused, forks */
+	/* The other tracer threads' (heap_lanes.c).  */
+	pthread_t thread;
+	pid_t tid;               /* the tracer thread's, for tgkill */
+	bool started;
+	int state;               /* enum lane_state, under lanes_lock */
+	size_t owned;            /* threads it traces, under lanes_lock */
+	struct cp_park *inbox;   /* threads handed to it, under lanes_lock */
+	size_t ninbox, inbox_cap;
+};
+
+/* The most tracer threads.  */
+#define HEAP_MAX_LANES 9
+
 struct cp_heap {
 	struct cp_target *target;
 	struct cp_session *session; /* whose hook list ours are in, or NULL:
@@ -80,26 +115,39 @@ struct cp_heap {
 	uint64_t r_debug;         /* its struct r_debug, 0 when unknown */
 	struct cp_symbols *symbols;
 	char where[256];          /* modules the breakpoints are in */
-	uint64_t free_sp;         /* stack pointer at the free being handled */
-	struct tstate *threads;
-	size_t nthreads, threads_cap;
+	uint64_t free_sp;         /* stack pointer at the free being handled
+				   * (under LOCK) */
 	struct cp_heaptable *table; /* what the events add up to */
 	uint64_t t0_ns;           /* tracing began (0: not yet) */
-	struct cp_int3_steps steps; /* threads held for a fallback step */
-	struct cp_capture *capture; /* the capture path (cprof/capture.h) */
-	struct cp_capture_slot slot; /* what the last entry took */
-	uint64_t *pcs;
-	uint32_t *locs;
-	/* Unwinds kept for reuse, by a hash of pc, stack pointer and return
-	 * address; forgotten when the mappings change.  */
-	struct unwind_memo memo[UNWIND_MEMO_SLOTS];
-	uint64_t memo_clock;
+	struct cp_int3_steps steps; /* threads held for a fallback step
+				     * (lane 0 only: no other lanes then) */
+	unsigned memo_gen;        /* bumped when the mappings change */
 	int error;                /* first internal failure */
-	struct cp_heap_summary s; /* the tracer's fields (calls, traced,
-				   * module, reallocs, returns, steps, forks,
-				   * how it ended) */
-	struct cp_heap_summary merged; /* those and the table's, for
-					* cp_heap_summary */
+	/* The tracer threads: lane 0 is the caller's, on the caller's
+	 * target; LANES[1..NLANES-1] are threads of ours (heap_lanes.c).
+	 * LOCK serializes what they share: the table, the profile, the
+	 * resolver, the unwinder.  */
+	struct heap_lane lane0;
+	struct heap_lane *lanes[HEAP_MAX_LANES];
+	size_t nlanes;
+	pthread_mutex_t lock;
+	pthread_mutex_t lanes_lock;
+	pthread_cond_t lanes_cond;
+	bool lanes_stop;          /* under lanes_lock: finish has begun */
+	bool bytes_out;           /* under lanes_lock: our bytes are gone */
+	bool lanes_done;          /* the lanes ended (cp_heap_finish) */
+	bool armed;               /* under lanes_lock: the breakpoints are
+				   * set (or failed to be); until then the
+				   * lanes take no trap, which they would
+				   * not know for ours */
+	struct cp_park *orphans;  /* parked, handed to a lane that never
+				   * took them (under lanes_lock) */
+	size_t norphans, orphans_cap;
+	struct sigaction old_alarm; /* SIGALRM's action before the lanes */
+	struct cp_heap_summary s; /* the tracer's fields (traced, module,
+				   * steps, how it ended) */
+	struct cp_heap_summary merged; /* those, the lanes' and the
+					* table's, for cp_heap_summary */
 };
 
 static inline bool cp_heap_read_u64(pid_t pid, uint64_t addr, uint64_t *v)
@@ -114,19 +162,29 @@ static inline uint64_t cp_heap_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Forget every unwind kept for reuse (the mappings changed: the same
- * stack bytes may unwind or symbolize differently).  */
+/* Forget every unwind kept for reuse, in every lane (the mappings
+ * changed: the same stack bytes may unwind or symbolize differently).  */
 static inline void cp_heap_memo_forget(struct cp_heap *h)
 {
-	for (size_t i = 0; i < UNWIND_MEMO_SLOTS; i++)
-		h->memo[i].valid = false;
+	__atomic_add_fetch(&h->memo_gen, 1, __ATOMIC_RELAXED);
 }
 
 /* The first internal failure is kept.  */
 static inline void cp_heap_fail(struct cp_heap *h, int rc)
 {
-	if (!h->error)
-		h->error = rc;
+	int none = 0;
+	__atomic_compare_exchange_n(&h->error, &none, rc, false,
+				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+static inline enum phase cp_heap_phase(const struct cp_heap *h)
+{
+	return __atomic_load_n(&h->phase, __ATOMIC_ACQUIRE);
+}
+
+static inline void cp_heap_set_phase(struct cp_heap *h, enum phase phase)
+{
+	__atomic_store_n(&h->phase, phase, __ATOMIC_RELEASE);
 }
 
 /* cp_heap_start for a session: our hooks go into SESSION's list
@@ -141,11 +199,51 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
  * Returns 0, -CP_E_NOALLOC or another -CP_E_* code.  */
 int cp_heap_trap_arm(struct cp_heap *heap);
 
+/* True when every breakpoint tracing would set has its instruction
+ * emulated (none stepped with every thread held): the condition for
+ * several tracer threads.  Sets nothing.  */
+bool cp_heap_trap_emulable(struct cp_heap *heap);
+
 /* The target hooks (struct cp_target_hooks) of heap tracing; ARG is the
- * struct cp_heap.  */
+ * struct heap_lane of the tracer thread whose target it is.  */
 enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold);
 void cp_heap_trap_on_fork(void *arg, pid_t parent, pid_t child, bool vfork);
 void cp_heap_trap_on_exec(void *arg);
+bool cp_heap_lanes_on_birth(void *arg, pid_t tid);
+
+/* Set LANE up for HEAP on TARGET (its capture path, its buffers).
+ * Returns 0 or -CP_E_NOMEM.  */
+int cp_heap_lane_init(struct cp_heap *heap, struct heap_lane *lane,
+		      struct cp_target *target);
+void cp_heap_lane_free(struct heap_lane *lane);
+
+/* The other tracer threads (heap_lanes.c).  Started once tracing is on
+ * with the breakpoints not yet in (the threads present are shared out,
+ * ATTACHED) or before any other thread exists (launch mode): returns
+ * the number of lanes in all, 1 when there are no others.  */
+size_t cp_heap_lanes_start(struct cp_heap *heap, bool attached);
+
+/* Finish's share: every lane holds its threads (STOP_HELD), then, once
+ * the caller put our bytes back (cp_heap_lanes_release), each puts back
+ * its threads' return addresses and lets them go, and the caller's
+ * target takes them (cp_target_adopt).  */
+void cp_heap_lanes_hold(struct cp_heap *heap);
+
+/* The breakpoints are in (or will not be): the lanes may take traps.  */
+void cp_heap_lanes_armed(struct cp_heap *heap);
+void cp_heap_lanes_release(struct cp_heap *heap);
+
+/* The lanes' counts added to SUM.  */
+void cp_heap_lanes_sum(const struct cp_heap *heap,
+		       struct cp_heap_summary *sum);
+
+/* Every thread stops and is held with the SIGTRAP of an int3 still
+ * queued let take it (the hook rewinds it) before the bytes go away.  */
+void cp_heap_lane_rewind(struct heap_lane *lane);
+
+/* Put back the return addresses of LANE's threads still pointing at our
+ * int3s.  Returns 0 or -CP_E_SYS.  */
+int cp_heap_lane_returns(struct heap_lane *lane);
 
 /* Run the queued fallback steps: every thread held, the original byte
  * back for one instruction, the int3 again.  */

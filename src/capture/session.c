@@ -57,6 +57,7 @@ struct cp_session {
 	bool heap_resolved;           /* its symbolizer thread is done */
 	/* hook dispatch (capture/session_hooks.h) */
 	struct cp_target_hooks clients[CP_SESSION_HOOKS_MAX];
+	bool hooks_exclusive;         /* no other client may come */
 	size_t nclients;
 	unsigned forks_needed;        /* users of fork following */
 	/* the caller's thread's symbolizer (lookups, backtraces) */
@@ -147,15 +148,38 @@ static void dispatch_exec(void *arg)
 	}
 }
 
+/* A new thread is offered to each client in turn until one takes it
+ * (heap tracing's other tracer threads).  */
+static bool dispatch_birth(void *arg, pid_t tid)
+{
+	struct cp_session *s = arg;
+	for (size_t i = 0; i < s->nclients; i++) {
+		struct cp_target_hooks c = s->clients[i];
+		if (c.on_birth && c.on_birth(c.arg, tid))
+			return true;
+	}
+	return false;
+}
+
+size_t cp_session_hooks_count(const struct cp_session *s)
+{
+	return s->nclients;
+}
+
 int cp_session_hooks_add(struct cp_session *s,
 			 const struct cp_target_hooks *hooks)
 {
 	if (!s->target)
 		return -CP_E_GONE;
-	if (s->nclients == CP_SESSION_HOOKS_MAX)
+	if (s->nclients == CP_SESSION_HOOKS_MAX || s->hooks_exclusive)
 		return -CP_E_BUSY;
 	s->clients[s->nclients++] = *hooks;
 	return 0;
+}
+
+void cp_session_hooks_exclusive(struct cp_session *s, bool on)
+{
+	s->hooks_exclusive = on;
 }
 
 void cp_session_hooks_remove(struct cp_session *s, void *arg)
@@ -214,7 +238,8 @@ static int set_up(struct cp_session *s)
 	/* Installed once: heap tracing, breakpoints and profiling a
 	 * function add themselves to the list.  */
 	struct cp_target_hooks dispatcher = { dispatch_trap, dispatch_fork,
-					      dispatch_exec, s };
+					      dispatch_exec, s,
+					      dispatch_birth };
 	s->nclients = 0;
 	s->forks_needed = 0;
 	s->before_exec = false;

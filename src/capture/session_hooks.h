@@ -14,6 +14,7 @@
 #define CPROF_SESSION_HOOKS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "cprof/session.h"
 #include "cprof/target.h"
@@ -26,6 +27,14 @@
  * full.  */
 int cp_session_hooks_add(struct cp_session *session,
 			 const struct cp_target_hooks *hooks);
+
+/* How many clients there are.  */
+size_t cp_session_hooks_count(const struct cp_session *session);
+
+/* While ON, no other client may be added (-CP_E_BUSY): heap tracing with
+ * several tracer threads, whose threads' traps no other client would
+ * see.  */
+void cp_session_hooks_exclusive(struct cp_session *session, bool on);
 
 /* Take the client whose hooks have ARG out of the list (nothing when it
  * is not in it).  Safe inside a hold (cp_target_hold_all): it changes no

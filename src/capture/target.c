@@ -25,6 +25,7 @@
 
 #include "cprof/error.h"
 #include "cprof/procfs.h"
+#include "arch/x86_64/regs.h"
 #include "arch/x86_64/waits.h"
 
 /* How long we poll for an interrupted thread's stop before we sleep.  */
@@ -43,6 +44,10 @@ struct cp_target {
 	bool follow_forks;
 	bool forks_followed;  /* FOLLOW_FORKS was on at some time */
 	bool holding;            /* cp_target_hold_all: keep every thread */
+	/* Our threads share the target: each waits only for its own
+	 * tracees (__WNOTHREAD), or it would collect another tracer
+	 * thread's reports (cp_target_lane).  */
+	bool own_waits;
 	struct cp_target_hooks hooks;
 	/* Fork children we know of and have not let go yet: reported by
 	 * their parent's event (RESTORED: on_fork ran), by their own first
@@ -73,6 +78,12 @@ static unsigned long ptrace_options(const struct cp_target *t)
 	if (t->follow_forks)
 		o |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
 	return o;
+}
+
+/* The flags of every waitpid for T's threads.  */
+static int wait_flags(const struct cp_target *t)
+{
+	return __WALL | (t->own_waits ? __WNOTHREAD : 0);
 }
 
 static struct cp_thread *find_thread(struct cp_target *t, pid_t tid)
@@ -190,10 +201,10 @@ static void mend_wait(pid_t tid)
 		ptrace(PTRACE_SETREGS, tid, 0, &regs);
 }
 
-static void detach_now(struct cp_target *t, struct cp_thread *th, int sig)
+/* TID was let go: a clone event that names it late is not a new
+ * thread of ours.  */
+static void remember_released(struct cp_target *t, pid_t tid)
 {
-	mend_wait(th->tid);
-	ptrace(PTRACE_DETACH, th->tid, 0, (void *)(long)sig);
 	if (t->nreleased == t->released_cap) {
 		size_t cap = t->released_cap ? 2 * t->released_cap : 16;
 		pid_t *grown = realloc(t->released, cap * sizeof(*grown));
@@ -203,7 +214,21 @@ static void detach_now(struct cp_target *t, struct cp_thread *th, int sig)
 		}
 	}
 	if (t->nreleased < t->released_cap)
-		t->released[t->nreleased++] = th->tid;
+		t->released[t->nreleased++] = tid;
+}
+
+static void forget_released(struct cp_target *t, pid_t tid)
+{
+	for (size_t i = 0; i < t->nreleased; i++)
+		if (t->released[i] == tid)
+			t->released[i--] = t->released[--t->nreleased];
+}
+
+static void detach_now(struct cp_target *t, struct cp_thread *th, int sig)
+{
+	mend_wait(th->tid);
+	ptrace(PTRACE_DETACH, th->tid, 0, (void *)(long)sig);
+	remember_released(t, th->tid);
 	remove_thread(t, th);
 }
 
@@ -233,14 +258,15 @@ static bool cancelled(const struct cp_target *t)
  * signal handler of the caller ends the sleep early.  Returns 1 with a
  * report, 0 without (timeout or signal), -1 when WHO is no tracee of ours
  * any more (ECHILD).  */
-static int next_report(pid_t who, int timeout_ms, pid_t *tid, int *status)
+static int next_report(pid_t who, int flags, int timeout_ms, pid_t *tid,
+		       int *status)
 {
 	if (timeout_ms <= 0) {
 		/* No limit, or none at all: one waitpid, the cheapest (heap
 		 * mode waits here for every trap).  A signal handler of the
 		 * caller ends a blocking one early (EINTR).  */
 		pid_t got = waitpid(who, status,
-				    __WALL | (timeout_ms == 0 ? WNOHANG : 0));
+				    flags | (timeout_ms == 0 ? WNOHANG : 0));
 		if (got > 0) {
 			*tid = got;
 			return 1;
@@ -255,12 +281,12 @@ static int next_report(pid_t who, int timeout_ms, pid_t *tid, int *status)
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &chld, &old);
-	pid_t got = waitpid(who, status, __WALL | WNOHANG);
+	pid_t got = waitpid(who, status, flags | WNOHANG);
 	if (got == 0) {
 		struct timespec limit = {timeout_ms / 1000,
 					 (timeout_ms % 1000) * 1000000L};
 		sigtimedwait(&chld, NULL, &limit);
-		got = waitpid(who, status, __WALL | WNOHANG);
+		got = waitpid(who, status, flags | WNOHANG);
 	}
 	int saved = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -412,6 +438,7 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 			return EV_HANDLED;
 		}
 		th->interrupting = t->holding;
+		th->newborn = true;
 	}
 	int sig = WSTOPSIG(status);
 	int event = (int)((unsigned)status >> 16);
@@ -426,7 +453,9 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 			th = find_thread(t, tid); /* add_thread may move it */
 			if (!child)
 				ptrace(PTRACE_DETACH, (pid_t)new_tid, 0, 0);
-			else if (t->detaching || t->holding)
+			else
+				child->newborn = true;
+			if (child && (t->detaching || t->holding))
 				/* Its first stop is still to come: wait for it
 				 * like for an interrupt.  */
 				child->interrupting = true;
@@ -515,9 +544,24 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 			return EV_GONE;
 		}
 		if (th->interrupting) {
+			th->newborn = false;
 			th->interrupting = false;
 			th->stopped = true;
 			return EV_OURS;
+		}
+		if (th->newborn && !th->group_stopped) {
+			/* A new thread's first stop: it has run nothing yet.
+			 * The hook may hand it to another tracer thread.  */
+			th->newborn = false;
+			if (t->hooks.on_birth) {
+				th->stopped = true;
+				bool taken = t->hooks.on_birth(t->hooks.arg,
+							       tid);
+				th = find_thread(t, tid);
+				if (taken || !th)
+					return EV_GONE;
+				th->stopped = false;
+			}
 		}
 		resume(th);
 		return EV_HANDLED;
@@ -939,7 +983,7 @@ int cp_target_serve_some(struct cp_target *target, unsigned spin_us,
 			sigtimedwait(&chld, NULL, &limit);
 			sleep = false;
 		}
-		pid_t tid = waitpid(-1, &status, __WALL | WNOHANG);
+		pid_t tid = waitpid(-1, &status, wait_flags(target) | WNOHANG);
 		if (tid < 0 && errno == EINTR)
 			continue;
 		if (tid <= 0) {
@@ -1033,7 +1077,7 @@ int cp_target_interrupt(struct cp_target *target, pid_t tid)
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
 		/* ESRCH: the thread died and waits to be reaped.  */
 		int status;
-		if (waitpid(tid, &status, __WALL | WNOHANG) > 0)
+		if (waitpid(tid, &status, wait_flags(target) | WNOHANG) > 0)
 			dispatch(target, tid, status);
 		return -CP_E_GONE;
 	}
@@ -1134,8 +1178,8 @@ static int wait_stop(struct cp_target *target, pid_t who, pid_t *stopped_tid)
 	while (interrupt_outstanding(target, who)) {
 		int status;
 		pid_t got;
-		int r = next_report(who, spinning ? 0 : STUCK_MS, &got,
-				    &status);
+		int r = next_report(who, wait_flags(target),
+				    spinning ? 0 : STUCK_MS, &got, &status);
 		if (r == 0) {
 			if (cancelled(target))
 				break;
@@ -1337,7 +1381,7 @@ int cp_target_detach_status(struct cp_target *t)
 			break;
 		int status;
 		pid_t got;
-		int r = next_report(-1, STUCK_MS, &got, &status);
+		int r = next_report(-1, wait_flags(t), STUCK_MS, &got, &status);
 		if (r > 0) {
 			dispatch(t, got, status);
 			continue;
@@ -1359,7 +1403,8 @@ int cp_target_detach_status(struct cp_target *t)
 	for (size_t i = 0; i < t->nthreads; i++) {
 		int status;
 		if (t->threads[i].zombie_leader &&
-		    waitpid(t->threads[i].tid, &status, __WALL | WNOHANG) > 0 &&
+		    waitpid(t->threads[i].tid, &status,
+			    wait_flags(t) | WNOHANG) > 0 &&
 		    t->threads[i].tid == t->pid)
 			t->exit_status = status;
 	}
@@ -1375,7 +1420,8 @@ int cp_target_detach_status(struct cp_target *t)
 		}
 		int status;
 		pid_t got;
-		int r = next_report(fc->pid, STUCK_MS, &got, &status);
+		int r = next_report(fc->pid, wait_flags(t), STUCK_MS, &got,
+				    &status);
 		if (r == 0) {
 			if (syscall(SYS_tgkill, fc->pid, fc->pid, 0) < 0 &&
 			    errno == ESRCH)
@@ -1413,7 +1459,7 @@ int cp_target_wait_event(struct cp_target *t)
 		return -CP_E_GONE;
 	int status;
 	pid_t tid;
-	int r = next_report(-1, -1, &tid, &status);
+	int r = next_report(-1, wait_flags(t), -1, &tid, &status);
 	if (r == 0)
 		return 0; /* a signal of the caller's */
 	if (r < 0) {
@@ -1508,7 +1554,7 @@ int cp_target_step(struct cp_target *t, pid_t tid)
 			return -CP_E_GONE;
 		int status;
 		pid_t got;
-		while ((got = waitpid(tid, &status, __WALL)) < 0 &&
+		while ((got = waitpid(tid, &status, wait_flags(t))) < 0 &&
 		       errno == EINTR)
 			;
 		if (got < 0 || WIFEXITED(status) || WIFSIGNALED(status)) {
@@ -1595,4 +1641,188 @@ ssize_t cp_target_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	struct iovec local = {buf, len};
 	struct iovec remote = {(void *)(uintptr_t)addr, len};
 	return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
+
+/* ---------------------------------------------------------- lanes */
+
+int cp_target_lane(const struct cp_target *parent, const pid_t *tids,
+		   size_t ntids, struct cp_target **out)
+{
+	struct cp_target *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -CP_E_NOMEM;
+	t->pid = parent->pid;
+	t->exit_status = -1;
+	t->follow_clones = parent->follow_clones;
+	t->follow_forks = parent->follow_forks;
+	t->forks_followed = parent->forks_followed;
+	t->own_waits = true;
+	t->cancel = parent->cancel;
+	for (size_t i = 0; i < ntids; i++) {
+		char state = read_state(t->pid, tids[i]);
+		int rc = seize(t, tids[i]);
+		if (rc == -CP_E_GONE)
+			continue;
+		struct cp_thread *th = rc < 0 ? NULL : add_thread(t, tids[i], true);
+		if (!th) {
+			cp_target_detach(t);
+			return rc < 0 ? rc : -CP_E_NOMEM;
+		}
+		th->attach_state = state;
+	}
+	cp_maps_read(t->pid, &t->maps);
+	*out = t;
+	return 0;
+}
+
+void cp_target_set_own_waits(struct cp_target *t, bool on)
+{
+	t->own_waits = on;
+}
+
+int cp_target_hand_over(struct cp_target *t, pid_t tid)
+{
+	struct cp_thread *th = find_thread(t, tid);
+	if (!th || !th->stopped)
+		return -CP_E_GONE;
+	th->stopped = false;
+	detach_now(t, th, th->pending_signal);
+	return 0;
+}
+
+int cp_target_park(struct cp_target *t, pid_t tid, struct cp_park *park)
+{
+	struct cp_thread *th = find_thread(t, tid);
+	if (!th || !th->stopped || th->kept || th->vfork_child)
+		return -CP_E_GONE;
+	memset(park, 0, sizeof(*park));
+	park->tid = tid;
+	park->pending_signal = th->pending_signal;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &park->regs) < 0)
+		return -CP_E_GONE;
+	if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(park->sigmask),
+		   &park->sigmask) < 0)
+		return -CP_E_INVAL;
+	/* Only a thread back from a system call, whose instruction is still
+	 * there to run again.  */
+	char insn[CP_REGS_SYSCALL_LEN];
+	struct user_regs_struct parked = park->regs;
+	if ((long long)parked.orig_rax < 0 ||
+	    cp_target_read(t->pid, cp_regs_pc(&parked) - CP_REGS_SYSCALL_LEN,
+			   insn, sizeof(insn)) != (ssize_t)sizeof(insn) ||
+	    memcmp(insn, CP_REGS_SYSCALL_INSN, sizeof(insn)) != 0)
+		return -CP_E_INVAL;
+	cp_regs_park(&parked);
+	uint64_t all = ~0ull;
+	if (ptrace(PTRACE_SETSIGMASK, tid, sizeof(all), &all) < 0)
+		return -CP_E_INVAL;
+	if (ptrace(PTRACE_SETREGS, tid, 0, &parked) < 0) {
+		ptrace(PTRACE_SETSIGMASK, tid, sizeof(park->sigmask),
+		       &park->sigmask);
+		return -CP_E_GONE;
+	}
+	if (ptrace(PTRACE_DETACH, tid, 0, 0) < 0) {
+		ptrace(PTRACE_SETREGS, tid, 0, &park->regs);
+		ptrace(PTRACE_SETSIGMASK, tid, sizeof(park->sigmask),
+		       &park->sigmask);
+		return -CP_E_GONE;
+	}
+	remember_released(t, tid);
+	remove_thread(t, th);
+	return 0;
+}
+
+/* THREAD, ours and held, gets back what PARK saved.  */
+static int put_back(struct cp_thread *th, const struct cp_park *park)
+{
+	if (ptrace(PTRACE_SETREGS, th->tid, 0, &park->regs) < 0 ||
+	    ptrace(PTRACE_SETSIGMASK, th->tid, sizeof(park->sigmask),
+		   &park->sigmask) < 0)
+		return -CP_E_SYS;
+	if (park->pending_signal)
+		th->pending_signal = park->pending_signal;
+	return 0;
+}
+
+/* Take the parked thread PARK->tid, seized already, and let it run.  */
+static int unpark_seized(struct cp_target *t, const struct cp_park *park)
+{
+	struct cp_thread *th = find_thread(t, park->tid);
+	if (!th)
+		return -CP_E_GONE;
+	th->newborn = false;
+	/* Asleep in pause: our interrupt's stop comes at once.  */
+	int rc = cp_target_stop(t, park->tid);
+	th = find_thread(t, park->tid);
+	if (rc < 0 || !th)
+		return -CP_E_GONE;
+	rc = put_back(th, park);
+	if (!t->holding && !th->kept)
+		resume(th);
+	return rc;
+}
+
+int cp_target_unpark(struct cp_target *t, const struct cp_park *park)
+{
+	char state = read_state(t->pid, park->tid);
+	int rc = seize(t, park->tid);
+	if (rc < 0)
+		return rc;
+	forget_released(t, park->tid);
+	struct cp_thread *th = add_thread(t, park->tid, true);
+	if (!th) {
+		/* Cannot keep it: give it back what it had and let it go.  */
+		ptrace(PTRACE_INTERRUPT, park->tid, 0, 0);
+		waitpid(park->tid, NULL, wait_flags(t));
+		ptrace(PTRACE_SETREGS, park->tid, 0, &park->regs);
+		ptrace(PTRACE_SETSIGMASK, park->tid, sizeof(park->sigmask),
+		       &park->sigmask);
+		ptrace(PTRACE_DETACH, park->tid, 0, 0);
+		return -CP_E_NOMEM;
+	}
+	th->attach_state = state;
+	return unpark_seized(t, park);
+}
+
+size_t cp_target_adopt(struct cp_target *t, const struct cp_park *parks,
+		       size_t n)
+{
+	size_t adopted = 0;
+	bool grew = true;
+	while (grew) {
+		grew = false;
+		pid_t *tids = NULL;
+		size_t ntids = 0;
+		if (list_tasks(t->pid, &tids, &ntids) < 0)
+			break;
+		for (size_t i = 0; i < ntids; i++) {
+			pid_t tid = tids[i];
+			if (cp_procfs_tracer_pid(tid) != 0)
+				continue;
+			char state = read_state(t->pid, tid);
+			if (ptrace(PTRACE_SEIZE, tid, 0,
+				   (void *)ptrace_options(t)) < 0)
+				continue;
+			forget_released(t, tid);
+			struct cp_thread *th = find_thread(t, tid);
+			if (th) {
+				/* The TID of a thread that called execve, or
+				 * the leader's, taken over: a new thread.  */
+				remove_thread(t, th);
+			}
+			th = add_thread(t, tid, true);
+			if (!th) {
+				ptrace(PTRACE_DETACH, tid, 0, 0);
+				continue;
+			}
+			th->attach_state = state;
+			adopted++;
+			grew = true;
+			for (size_t p = 0; p < n; p++)
+				if (parks[p].tid == tid)
+					unpark_seized(t, &parks[p]);
+		}
+		free(tids);
+	}
+	return adopted;
 }

@@ -41,6 +41,7 @@ struct options {
 	unsigned min_samples;
 	bool heap;
 	int heap_metric;
+	unsigned heap_tracers;  /* --heap-tracers, 0: the library's choice */
 	size_t top;
 	bool top_view;          /* --top without --heap: the live view */
 	pid_t pid;

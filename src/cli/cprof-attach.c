@@ -121,6 +121,7 @@ static int run_heap(const struct options *o, struct cp_session *session,
 		/* For the tests: exercise the step-with-all-threads-held
 		 * fallback on every entry point.  */
 		.force_step = getenv("CPROF_HEAP_FORCE_STEP") != NULL,
+		.tracers = o->heap_tracers,
 	};
 	/* From here until the detach, a second stop signal cannot simply
 	 * end us: our breakpoints may be in the target.  */
@@ -173,6 +174,14 @@ static int run_heap(const struct options *o, struct cp_session *session,
 	if (s->target_exec)
 		message("process %d called execve: heap tracing stopped there",
 			(int)pid);
+	if (o->verbose)
+		message("%u tracer thread%s; %llu new thread%s handed to another "
+			"at birth; %llu of %llu stacks were an earlier unwind's",
+			s->tracers, s->tracers == 1 ? "" : "s",
+			(unsigned long long)s->threads_moved,
+			s->threads_moved == 1 ? "" : "s",
+			(unsigned long long)s->unwinds_reused,
+			(unsigned long long)s->allocations);
 	set_command(meta, argc, argv);
 	rc = attach_heap_profile(o, heap, profile);
 	if (rc < 0) {
