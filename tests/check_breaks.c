@@ -421,6 +421,54 @@ START_TEST(break_with_heap)
 }
 END_TEST
 
+/* The same with several heap tracer threads on a program of four
+ * allocating threads: the breakpoint first brings every thread back to
+ * the session's own tracer thread, parked meanwhile
+ * (cp_heap_lanes_collapse), heap tracing goes on, and the program still
+ * computes correctly, every block checked.  */
+START_TEST(break_with_heap_tracers)
+{
+	int in = -1;
+	struct tu_proc *fx = tu_fixture_start_stdin(&in, "heap-stress", "4",
+						    "0", "forever", NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_proc_wait_line_prefix(fx, "ready", READY_TIMEOUT_MS));
+	ck_assert_int_eq(write(in, "go\n", 3), 3);
+	struct cp_session *s = attach(fx->pid);
+	struct cp_heap_options ho = {.max_depth = 32, .tracers = 3};
+	ck_assert_int_eq(cp_session_heap_start(s, &ho), 0);
+	enum cp_session_end end;
+	ck_assert_int_eq(cp_session_heap_run(s, monotonic_ns() + 200000000u,
+					     NULL, &end),
+			 0);
+	int id = 0;
+	ck_assert_int_eq(cp_session_break_insert(s, "stress_free", false, &id),
+			 0);
+	for (int round = 0; round < 3; round++) {
+		wait_hit(s, id);
+		struct cp_dump *dump = NULL;
+		ck_assert_int_eq(cp_session_backtrace(s, 0, 64, &dump), 0);
+		ck_assert_str_eq(frame_name(dump, 0), "stress_free");
+		cp_dump_free(dump);
+		ck_assert_int_eq(cp_session_continue(s), 0);
+	}
+	ck_assert_int_eq(cp_session_heap_run(s, monotonic_ns() + 200000000u,
+					     NULL, &end),
+			 0);
+	ck_assert_int_eq(cp_session_heap_stop(s), 0);
+	const struct cp_heap_summary *sum = cp_heap_summary(cp_session_heap(s));
+	ck_assert_uint_eq(sum->tracers, 3);
+	ck_assert_uint_gt(sum->allocations, 10);
+	ck_assert_uint_eq(sum->repeat_frees, 0);
+	detach_and_check(s, fx);
+	ck_assert_int_eq(write(in, "exit\n", 5), 5);
+	ck_assert(tu_proc_wait_line_prefix(fx, "ok ", READY_TIMEOUT_MS));
+	ck_assert(tu_proc_wait_exit(fx, READY_TIMEOUT_MS));
+	ck_assert(WIFEXITED(fx->status) && WEXITSTATUS(fx->status) == 0);
+	close(in);
+}
+END_TEST
+
 /* A child forked while the int3 is in runs the same code: it must not
  * die of SIGTRAP.  */
 START_TEST(fork_child_clean)
@@ -747,6 +795,7 @@ static Suite *breaks_suite(void)
 		{"temporary_disable_delete", temporary_disable_delete},
 		{"sampling", break_while_sampling},
 		{"heap", break_with_heap},
+		{"heap_tracers", break_with_heap_tracers},
 		{"fork", fork_child_clean},
 		{"missing", missing_and_inspection},
 		{"cancel", cancel_still_restores},

@@ -147,12 +147,18 @@ struct cp_park {
 	int pending_signal;           /* a signal to deliver on resume */
 };
 
-/* Park thread TID, held at its first stop (on_birth: just back from
- * the clone system call, whose instruction it re-executes as pause),
- * and let it go.  Fills *PARK.  Returns 0, or -CP_E_INVAL when it cannot
- * be parked (it stays held, ours), or -CP_E_GONE.  */
-int cp_target_park(struct cp_target *target, pid_t tid,
+/* Park thread TID, held, and let it go: it runs the syscall instruction
+ * at SYSCALL_AT (cp_target_syscall_insn) as pause(2); 0: the one it has
+ * just returned from (a new thread at its first stop, back from clone).
+ * Fills *PARK, with a wait our stop broke mended to be called again.
+ * Returns 0, or -CP_E_INVAL when it cannot be parked (it stays held,
+ * ours), or -CP_E_GONE.  */
+int cp_target_park(struct cp_target *target, pid_t tid, uint64_t syscall_at,
 		   struct cp_park *park);
+
+/* The address of a syscall instruction in process PID's code (the vDSO's
+ * first, else a module's), or 0.  */
+uint64_t cp_target_syscall_insn(pid_t pid);
 
 /* Seize a thread parked by another of our threads, stop it and put back
  * its registers and signal mask, and let it run, ours.  Returns 0 or

@@ -349,7 +349,7 @@ const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *h)
 	s->fork_children = 0;
 	s->threads_moved = 0;
 	cp_heap_lanes_sum(h, s);
-	s->tracers = h->nlanes ? h->nlanes : 1;
+	s->tracers = h->tracers ? h->tracers : 1;
 	s->target_exited = h->s.target_exited;
 	s->target_exec = h->s.target_exec;
 	s->interrupted = h->s.interrupted;

@@ -173,6 +173,47 @@ static void orphan(struct cp_heap *h, const struct cp_park *park)
 	pthread_mutex_unlock(&h->lanes_lock);
 }
 
+/* Park every thread of L, held, on the syscall instruction at AT and
+ * let it go, for lane 0 to take (the orphans), with its call state.
+ * Lane 0 does nothing meanwhile: its caller waits in
+ * cp_heap_lanes_collapse.  */
+static void park_all(struct heap_lane *l, uint64_t at)
+{
+	struct cp_heap *h = l->heap;
+	struct heap_lane *to = &h->lane0;
+	size_t n;
+	cp_target_threads(l->target, &n);
+	while (n > 0) {
+		struct cp_thread *threads = cp_target_threads(l->target, &n);
+		size_t i = 0;
+		while (i < n && (!threads[i].stopped || threads[i].kept))
+			i++;
+		if (i == n)
+			break;
+		pid_t tid = threads[i].tid;
+		struct cp_park park;
+		if (cp_target_park(l->target, tid, at, &park) < 0) {
+			/* It cannot be parked: it stays ours, and is let go
+			 * by the detach (our bytes stay in).  */
+			cp_target_keep(l->target, tid);
+			continue;
+		}
+		orphan(h, &park);
+		for (size_t t = 0; t < l->nthreads; t++) {
+			if (l->threads[t].tid != tid || !l->threads[t].in_call)
+				continue;
+			pthread_mutex_lock(&h->lanes_lock);
+			if (cp_grow_zeroed((void **)&to->threads,
+					   &to->threads_cap, to->nthreads + 1,
+					   sizeof(*to->threads), 16))
+				to->threads[to->nthreads++] = l->threads[t];
+			pthread_mutex_unlock(&h->lanes_lock);
+		}
+		cp_target_threads(l->target, &n);
+	}
+	l->nthreads = 0;
+}
+
 static void *lane_main(void *arg)
 {
 	struct lane_start *start = arg;
@@ -261,6 +302,30 @@ static void *lane_main(void *arg)
 	}
 	free(taken);
 
+	pthread_mutex_lock(&h->lanes_lock);
+	uint64_t collapse_at = h->collapse_at;
+	pthread_mutex_unlock(&h->lanes_lock);
+	if (collapse_at) {
+		/* Tracing goes on in lane 0: our threads, parked, go to it
+		 * with what we know of their calls.  */
+		if (!cp_target_exited(target) &&
+		    cp_target_hold_all(target) == 0)
+			cp_heap_lane_rewind(l);
+		park_all(l, collapse_at);
+		cp_target_set_hooks(target, NULL);
+		cp_capture_free(l->capture);
+		l->capture = NULL;
+		cp_target_detach(target);
+		if (have_timer)
+			timer_delete(timer);
+		pthread_mutex_lock(&h->lanes_lock);
+		l->target = NULL;
+		l->state = LANE_DONE;
+		pthread_cond_broadcast(&h->lanes_cond);
+		pthread_mutex_unlock(&h->lanes_lock);
+		return NULL;
+	}
+
 	/* The end: hold, let the caller put our bytes back, then give
 	 * the threads back their return addresses and let them go.  */
 	if (!cp_target_exited(target) && cp_target_hold_all(target) == 0)
@@ -310,7 +375,7 @@ bool cp_heap_lanes_on_birth(void *arg, pid_t tid)
 	bool moved = best && best != l &&
 		     cp_grow_zeroed((void **)&best->inbox, &best->inbox_cap,
 				    best->ninbox + 1, sizeof(*best->inbox), 4) &&
-		     cp_target_park(l->target, tid, &park) == 0;
+		     cp_target_park(l->target, tid, 0, &park) == 0;
 	if (moved) {
 		best->inbox[best->ninbox++] = park;
 		best->owned++;
@@ -437,7 +502,9 @@ size_t cp_heap_lanes_start(struct cp_heap *h, bool attached)
 		cp_target_release_all(h->target);
 	}
 	if (h->session)
-		cp_session_hooks_exclusive(h->session, true);
+		cp_session_hooks_exclusive(h->session, cp_heap_lanes_collapse,
+					   h);
+	h->tracers = (unsigned)started;
 	return started;
 }
 
@@ -494,13 +561,39 @@ void cp_heap_lanes_release(struct cp_heap *h)
 	h->norphans = 0;
 	cp_target_set_own_waits(h->target, false);
 	if (h->session)
-		cp_session_hooks_exclusive(h->session, false);
+		cp_session_hooks_exclusive(h->session, NULL, NULL);
 	sigaction(SIGALRM, &h->old_alarm, NULL);
+}
+
+int cp_heap_lanes_collapse(void *arg)
+{
+	struct cp_heap *h = arg;
+	if (h->nlanes < 2 || h->lanes_done)
+		return 0;
+	uint64_t at = cp_target_syscall_insn(h->pid);
+	if (!at)
+		return -CP_E_SYS;
+	pthread_mutex_lock(&h->lanes_lock);
+	h->collapse_at = at;
+	pthread_mutex_unlock(&h->lanes_lock);
+	cp_heap_lanes_hold(h); /* every lane is done, not held */
+	for (size_t i = 1; i < h->nlanes; i++)
+		if (h->lanes[i]->started) {
+			pthread_join(h->lanes[i]->thread, NULL);
+			h->lanes[i]->started = false;
+		}
+	cp_target_adopt(h->target, h->orphans, h->norphans);
+	h->norphans = 0;
+	cp_target_set_own_waits(h->target, false);
+	sigaction(SIGALRM, &h->old_alarm, NULL);
+	h->lanes_done = true;
+	h->nlanes = 1;
+	return 0;
 }
 
 void cp_heap_lanes_sum(const struct cp_heap *h, struct cp_heap_summary *sum)
 {
-	for (size_t i = 0; i < (h->nlanes ? h->nlanes : 1); i++) {
+	for (size_t i = 0; i < HEAP_MAX_LANES; i++) {
 		const struct heap_lane *l = i ? h->lanes[i] : &h->lane0;
 		if (!l)
 			continue;

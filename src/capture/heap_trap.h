@@ -135,7 +135,12 @@ struct cp_heap {
 	pthread_cond_t lanes_cond;
 	bool lanes_stop;          /* under lanes_lock: finish has begun */
 	bool bytes_out;           /* under lanes_lock: our bytes are gone */
-	bool lanes_done;          /* the lanes ended (cp_heap_finish) */
+	bool lanes_done;          /* the lanes ended (cp_heap_finish, or
+				   * cp_heap_lanes_collapse) */
+	uint64_t collapse_at;     /* under lanes_lock: not 0, the lanes end
+				   * with our bytes in, their threads parked
+				   * on the syscall instruction there */
+	unsigned tracers;         /* the most tracer threads there were */
 	bool armed;               /* under lanes_lock: the breakpoints are
 				   * set (or failed to be); until then the
 				   * lanes take no trap, which they would
@@ -232,6 +237,15 @@ void cp_heap_lanes_hold(struct cp_heap *heap);
 /* The breakpoints are in (or will not be): the lanes may take traps.  */
 void cp_heap_lanes_armed(struct cp_heap *heap);
 void cp_heap_lanes_release(struct cp_heap *heap);
+
+/* Every thread of the other lanes back to lane 0 while tracing goes on:
+ * each lane holds its threads, parks them (cp_target_park, on a syscall
+ * instruction of the target's) and lets them go, and the caller's target
+ * seizes them and gives back their registers and masks.  For a session
+ * client that must see every trap (a breakpoint set while heap tracing
+ * runs).  Returns 0 or -CP_E_SYS (no syscall instruction found: the
+ * lanes go on).  */
+int cp_heap_lanes_collapse(void *heap);
 
 /* The lanes' counts added to SUM.  */
 void cp_heap_lanes_sum(const struct cp_heap *heap,

@@ -57,7 +57,9 @@ struct cp_session {
 	bool heap_resolved;           /* its symbolizer thread is done */
 	/* hook dispatch (capture/session_hooks.h) */
 	struct cp_target_hooks clients[CP_SESSION_HOOKS_MAX];
-	bool hooks_exclusive;         /* no other client may come */
+	/* A client that cannot share: called before another is added.  */
+	int (*exclusive_end)(void *arg);
+	void *exclusive_arg;
 	size_t nclients;
 	unsigned forks_needed;        /* users of fork following */
 	/* the caller's thread's symbolizer (lookups, backtraces) */
@@ -171,15 +173,24 @@ int cp_session_hooks_add(struct cp_session *s,
 {
 	if (!s->target)
 		return -CP_E_GONE;
-	if (s->nclients == CP_SESSION_HOOKS_MAX || s->hooks_exclusive)
+	if (s->nclients == CP_SESSION_HOOKS_MAX)
 		return -CP_E_BUSY;
+	if (s->exclusive_end) {
+		int (*end)(void *) = s->exclusive_end;
+		s->exclusive_end = NULL;
+		int rc = end(s->exclusive_arg);
+		if (rc < 0)
+			return rc;
+	}
 	s->clients[s->nclients++] = *hooks;
 	return 0;
 }
 
-void cp_session_hooks_exclusive(struct cp_session *s, bool on)
+void cp_session_hooks_exclusive(struct cp_session *s, int (*end)(void *arg),
+				void *arg)
 {
-	s->hooks_exclusive = on;
+	s->exclusive_end = end;
+	s->exclusive_arg = arg;
 }
 
 void cp_session_hooks_remove(struct cp_session *s, void *arg)

@@ -31,10 +31,13 @@ int cp_session_hooks_add(struct cp_session *session,
 /* How many clients there are.  */
 size_t cp_session_hooks_count(const struct cp_session *session);
 
-/* While ON, no other client may be added (-CP_E_BUSY): heap tracing with
- * several tracer threads, whose threads' traps no other client would
- * see.  */
-void cp_session_hooks_exclusive(struct cp_session *session, bool on);
+/* A client that cannot share the target with others as it is (heap
+ * tracing with several tracer threads, whose threads' traps no other
+ * client would see): END(ARG) is called, once, before another client is
+ * added, and must make it shareable; its failure fails the adding.  END
+ * NULL: none.  */
+void cp_session_hooks_exclusive(struct cp_session *session,
+				int (*end)(void *arg), void *arg);
 
 /* Take the client whose hooks have ARG out of the list (nothing when it
  * is not in it).  Safe inside a hold (cp_target_hold_all): it changes no

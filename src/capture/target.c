@@ -1690,7 +1690,8 @@ int cp_target_hand_over(struct cp_target *t, pid_t tid)
 	return 0;
 }
 
-int cp_target_park(struct cp_target *t, pid_t tid, struct cp_park *park)
+int cp_target_park(struct cp_target *t, pid_t tid, uint64_t syscall_at,
+		   struct cp_park *park)
 {
 	struct cp_thread *th = find_thread(t, tid);
 	if (!th || !th->stopped || th->kept || th->vfork_child)
@@ -1703,16 +1704,22 @@ int cp_target_park(struct cp_target *t, pid_t tid, struct cp_park *park)
 	if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(park->sigmask),
 		   &park->sigmask) < 0)
 		return -CP_E_INVAL;
-	/* Only a thread back from a system call, whose instruction is still
-	 * there to run again.  */
-	char insn[CP_REGS_SYSCALL_LEN];
 	struct user_regs_struct parked = park->regs;
-	if ((long long)parked.orig_rax < 0 ||
-	    cp_target_read(t->pid, cp_regs_pc(&parked) - CP_REGS_SYSCALL_LEN,
-			   insn, sizeof(insn)) != (ssize_t)sizeof(insn) ||
-	    memcmp(insn, CP_REGS_SYSCALL_INSN, sizeof(insn)) != 0)
-		return -CP_E_INVAL;
-	cp_regs_park(&parked);
+	if (!syscall_at) {
+		/* Back from a system call: its instruction, still there, is
+		 * run again.  */
+		char insn[CP_REGS_SYSCALL_LEN];
+		syscall_at = cp_regs_pc(&parked) - CP_REGS_SYSCALL_LEN;
+		if ((long long)parked.orig_rax < 0 ||
+		    cp_target_read(t->pid, syscall_at, insn, sizeof(insn)) !=
+			    (ssize_t)sizeof(insn) ||
+		    memcmp(insn, CP_REGS_SYSCALL_INSN, sizeof(insn)) != 0)
+			return -CP_E_INVAL;
+	}
+	/* A wait our stop broke with EINTR is called again once the thread
+	 * has its registers back (as on any release of ours).  */
+	cp_waits_undo_eintr(&park->regs);
+	cp_regs_park(&parked, syscall_at);
 	uint64_t all = ~0ull;
 	if (ptrace(PTRACE_SETSIGMASK, tid, sizeof(all), &all) < 0)
 		return -CP_E_INVAL;
@@ -1730,6 +1737,41 @@ int cp_target_park(struct cp_target *t, pid_t tid, struct cp_park *park)
 	remember_released(t, tid);
 	remove_thread(t, th);
 	return 0;
+}
+
+uint64_t cp_target_syscall_insn(pid_t pid)
+{
+	struct cp_maps *maps = NULL;
+	if (cp_maps_read(pid, &maps) < 0)
+		return 0;
+	uint64_t found = 0;
+	unsigned char buf[4096];
+	/* The vDSO first (small, always there), then the other code.  */
+	for (int pass = 0; pass < 2 && !found; pass++) {
+		for (size_t i = 0; i < maps->count && !found; i++) {
+			const struct cp_map *m = &maps->maps[i];
+			bool vdso = strcmp(m->path, "[vdso]") == 0;
+			if (!m->executable || vdso != (pass == 0))
+				continue;
+			uint64_t end = m->end - m->start > 65536
+					       ? m->start + 65536 : m->end;
+			for (uint64_t at = m->start; at < end && !found;
+			     at += sizeof(buf) - 1) {
+				ssize_t n = cp_target_read(pid, at, buf,
+							   sizeof(buf));
+				for (ssize_t k = 0; k + 1 < n; k++)
+					if (memcmp(buf + k, CP_REGS_SYSCALL_INSN,
+						   CP_REGS_SYSCALL_LEN) == 0) {
+						found = at + (uint64_t)k;
+						break;
+					}
+				if (n <= 0)
+					break;
+			}
+		}
+	}
+	cp_maps_free(maps);
+	return found;
 }
 
 /* THREAD, ours and held, gets back what PARK saved.  */

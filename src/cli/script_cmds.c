@@ -1040,11 +1040,6 @@ static int do_break(struct script *s, char *args, bool temporary)
 		return script_error(s, "no function or source line \"%s\" in "
 				    "process %d", argv[0],
 				    (int)cp_session_pid(s->session));
-	if (rc == -CP_E_BUSY && s->heap_on)
-		return script_error(s, "cannot set the breakpoint while heap "
-				    "tracing runs on several threads of ours: "
-				    "heap stop first, or heap tracing after the "
-				    "breakpoints");
 	if (rc < 0)
 		return session_error(s, rc, "cannot set the breakpoint");
 	s->bpnum = id;

@@ -21,16 +21,15 @@ static inline uint64_t cp_regs_fp(const struct user_regs_struct *regs)
 	return regs->rbp;
 }
 
-/* Parking a thread just back from a system call (a new thread at its
- * first stop, back from clone): the bytes of a syscall instruction, the
- * length of that instruction, and the registers that make the thread run
- * it again as pause(2) (no restart: orig_rax -1).  */
+/* Parking a thread: the bytes of a syscall instruction, its length,
+ * and the registers that make the thread run the one at AT as pause(2)
+ * (no restart of the call it may have been in: orig_rax -1).  */
 #define CP_REGS_SYSCALL_INSN "\x0f\x05"
 #define CP_REGS_SYSCALL_LEN 2
 
-static inline void cp_regs_park(struct user_regs_struct *regs)
+static inline void cp_regs_park(struct user_regs_struct *regs, uint64_t at)
 {
-	regs->rip -= CP_REGS_SYSCALL_LEN;
+	regs->rip = at;
 	regs->rax = 34; /* __NR_pause */
 	regs->orig_rax = (unsigned long long)-1;
 }
