@@ -160,6 +160,7 @@ WARN=(-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror)
 "$CC" "${WARN[@]}" -g -O2 -fno-omit-frame-pointer -pthread "$SRC/heapbench.c" -o "$B/heapbench" ||
 	die "cannot build heapbench.c"
 HEAPBENCH=$B/heapbench
+"$CC" "${WARN[@]}" -g -O2 "$SRC/ticker.c" -o "$B/ticker" || die "cannot build ticker.c"
 HAVE_CHURN=0
 [[ -f $SRC/stackchurn.c ]] && "$CC" -std=gnu11 -D_GNU_SOURCE -g -O2 -fno-omit-frame-pointer \
 	"$SRC/stackchurn.c" -o "$B/stackchurn" && HAVE_CHURN=1
@@ -292,6 +293,15 @@ sampling_runs() { # CONFIGS... ; FLOOR_CONFIGS: those with a floor measurement
 					rm -f "$tag.err"
 				fi
 			done
+			if [[ " $TICKER_CONFIGS " == *" $cfg "* ]]; then
+				# the machine's own share of missed ticks, beside the
+				# same target: a bare timer loop at the same rate
+				if "$B/ticker" "${ARGS[-1]}" "$SECS" >"$TMP/ticker.out" 2>&1; then
+					printf '%s\t%s\t%s\n' "$cfg" "$rep" "$(cat "$TMP/ticker.out")" >>"$OUT/ticker.tsv"
+				else
+					note_failure "ticker on $cfg: $(tail -n1 "$TMP/ticker.out")"
+				fi
+			fi
 			if [[ " $FLOOR_CONFIGS " == *" $cfg "* ]]; then
 				local cnt=$FLOOR_COUNT
 				[[ $FLOOR_GAP == 10101 ]] && cnt=$((cnt / 5))
@@ -312,6 +322,8 @@ sampling_runs() { # CONFIGS... ; FLOOR_CONFIGS: those with a floor measurement
 	done
 }
 : >"$OUT/floor.tsv"
+: >"$OUT/ticker.tsv"
+TICKER_CONFIGS="b1 b2 b8 w64 w256"
 
 SAMPLING=()
 [[ " $GOALS " == *" 1 "* ]] && SAMPLING+=(d30 d30busy)

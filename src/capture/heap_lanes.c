@@ -445,7 +445,11 @@ size_t cp_heap_lanes_start(struct cp_heap *h, bool attached)
 		starts[nlanes] = st;
 		h->lanes[nlanes++] = l;
 	}
-	if (attached && nlanes > 1 && cp_target_hold_all(h->target) == 0) {
+	if (nlanes == 1) {
+		sigaction(SIGALRM, &h->old_alarm, NULL);
+		return h->nlanes = 1;
+	}
+	if (attached && cp_target_hold_all(h->target) == 0) {
 		size_t n;
 		struct cp_thread *threads = cp_target_threads(h->target, &n);
 		pid_t *tids = malloc((n ? n : 1) * sizeof(*tids));
