@@ -18,6 +18,7 @@
  * check the cprof-attach run (status, stdout, stderr), the report and the
  * fixture's output are printed to stderr first.  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1617,6 +1618,54 @@ START_TEST(test_tracers_attach)
 }
 END_TEST
 
+/* A thread other than the leader calls execve while a tracer thread other
+ * than the main one traces it (execloop's odd generations exec from their
+ * helper thread, shared out to another tracer thread at attach): tracing
+ * stops there and says so, cprof-attach exits 0, and the program goes on
+ * untraced through its generations to its end.  */
+START_TEST(test_tracers_exec)
+{
+	const char *const extra[] = { "-v", "--heap-tracers", "3", NULL };
+	char output[PATH_MAX];
+	char task_dir[64];
+	struct tu_proc *fixture = tu_fixture_start_stdin(&fixture_stdin,
+							 "execloop", "3",
+							 "1500", NULL);
+	size_t threads = 0;
+
+	CHECK(fixture != NULL, "execloop could not be started");
+	ctx.fixture = fixture;
+	snprintf(task_dir, sizeof(task_dir), "/proc/%d/task", (int)fixture->pid);
+	for (int tries = 0; tries < 500 && threads < 2; tries++) {
+		DIR *dir = opendir(task_dir);
+		struct dirent *de;
+
+		threads = 0;
+		while (dir != NULL && (de = readdir(dir)) != NULL)
+			threads += de->d_name[0] != '.';
+		if (dir != NULL)
+			closedir(dir);
+		if (threads < 2)
+			tu_delay_ms(2);
+	}
+	CHECK(threads == 2, "execloop has %zu threads, expected its helper too",
+	      threads);
+	temp_output("exec.txt", output, sizeof(output));
+	struct tu_run *run = attach_heap(fixture, output, extra);
+	expect_exit_ok(run, WORK_TIMEOUT_MS);
+	CHECK(strstr(run->err, "called execve: heap tracing stopped there")
+	      != NULL, "cprof-attach did not say the target called execve");
+	tracers_line(run, 3);
+	CHECK(tu_proc_wait_exit(fixture, WORK_TIMEOUT_MS),
+	      "execloop did not run to its end after the detach");
+	CHECK(WIFEXITED(fixture->status) && WEXITSTATUS(fixture->status) == 0,
+	      "execloop ended with wait status %#x, expected exit 0",
+	      (unsigned)fixture->status);
+	CHECK(tu_proc_has_line_prefix(fixture, "ok "),
+	      "execloop did not print its \"ok\" line: %s", fixture->output);
+}
+END_TEST
+
 /* Programs of different shapes, each traced by cprof-attach --heap from
  * its start and run under memcheck: allocations, frees and bytes equal.
  * heap-ctor: C, a library constructor that allocates; heap-stl: C++ and
@@ -2128,6 +2177,7 @@ static Suite *heap_suite(void)
 	tcase_add_test(tcase, test_stress_force_step);
 	tcase_add_test(tcase, test_tracers_launch);
 	tcase_add_test(tcase, test_tracers_attach);
+	tcase_add_test(tcase, test_tracers_exec);
 
 	tcase = new_case(suite, "interrupt", 300);
 	tcase_add_test(tcase, test_interrupt);
