@@ -1,6 +1,7 @@
 /* ticker: the reference of goal 2 (bench/cost.sh): a bare timer loop that
  * wakes HZ times a second for SECONDS as cprof-attach's sampling thread
- * does (ppoll with the time left to the next tick, at nice -10), doing
+ * does (ppoll with the time left to the next tick, at nice -10 with a
+ * 100 us scheduler slice, as session.c's take_priority asks), doing
  * nothing, and counts the ticks it missed by the sampler's rule (a
  * wake-up a whole period or more after its tick).  What it misses beside
  * the same target is the machine's share (the scheduler, a virtual CPU
@@ -11,8 +12,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static uint64_t now_ns(void)
 {
@@ -31,6 +35,18 @@ int main(int argc, char **argv)
 	uint64_t period = 1000000000u / (unsigned)atoi(argv[1]);
 	/* As the sampling thread; not fatal when not allowed.  */
 	setpriority(PRIO_PROCESS, 0, -10);
+	struct {
+		uint32_t size, sched_policy;
+		uint64_t sched_flags;
+		int32_t sched_nice;
+		uint32_t sched_priority;
+		uint64_t sched_runtime, sched_deadline, sched_period;
+	} attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.sched_nice = -10;
+	attr.sched_runtime = 100000;
+	syscall(SYS_sched_setattr, 0, &attr, 0);
 	uint64_t start = now_ns();
 	uint64_t end = start + (uint64_t)(atof(argv[2]) * 1e9);
 	uint64_t next = start + period, scheduled = 0, missed = 0;

@@ -56,8 +56,11 @@ struct cp_session_config {
 	/* The nice value the calling thread takes while it samples or
 	 * traces the heap, when allowed (root, CAP_SYS_NICE): ticks must
 	 * not queue behind the target's busy threads, and a thread we hold
-	 * stopped must not wait for us to get a CPU back.  0: unchanged.
-	 * cprof-attach uses -10.  */
+	 * stopped must not wait for us to get a CPU back.  With it, a
+	 * scheduler slice of 100 us is asked for (sched_setattr), so that a
+	 * tick's wake-up is not left waiting behind a busy thread until
+	 * the scheduler's next tick.  0: unchanged.  cprof-attach uses
+	 * -10.  */
 	int nice;
 	/* One line of text for each problem met (a corrupt debug file, a
 	 * build-id mismatch); may be NULL.  */
