@@ -810,7 +810,9 @@ static pid_t start_hog(void)
  * with twice as many busy loops as CPUs spends most of its time runnable
  * but waiting.  The profile's samples, times the period, come to the CPU
  * time the kernel gives xz meanwhile (within 25 %; it was about 3 times
- * that when every tick that found a thread runnable counted).  */
+ * that when every tick that found a thread runnable counted).  The
+ * input is 64 MB of noise: with 24 MB, xz sometimes finished before the
+ * 3 s run ended on a fast machine.  */
 START_TEST(test_cpu_time_overloaded)
 {
 	const char *dir = tu_temp_dir();
@@ -821,7 +823,7 @@ START_TEST(test_cpu_time_overloaded)
 	FILE *f = fopen(input, "w");
 	ck_assert_ptr_nonnull(f);
 	uint64_t x = 88172645463325252ull;
-	for (size_t i = 0; i < (24u << 20) / 8; i++) {
+	for (size_t i = 0; i < (64u << 20) / 8; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;

@@ -957,15 +957,21 @@ static void profile_finish(struct profiling *p, char **out)
 	unlink(p->path);
 }
 
-/* Profile TARGET in MODE for 0.3 s: cprof-attach ends well (see
+/* Profile TARGET in MODE for 1 s: cprof-attach ends well (see
  * profile_finish), and some stack is whole, main to the leaf (WHAT says
- * what is profiled, for the messages).  */
+ * what is profiled, for the messages).  A second, not 0.3: the target
+ * works 30 us between sleeps of 20 us, and a stop asked for while it
+ * works often lands at its next system call (the interrupt reaches a
+ * thread on a CPU only when the kernel kicks it, slow on a virtual
+ * machine): most CPU samples show clock_nanosleep, and 0.3 s gave no
+ * whole stack in about one run of five.  The targets work 4 units
+ * (120 us) between sleeps of 80 us.  */
 static void check_whole_stacks(struct tu_proc *target, enum mode mode,
 			       const char *what)
 {
 	char *text = NULL;
 	struct profiling run = {target, mode, what, "", NULL};
-	profile_start(&run, "0.3");
+	profile_start(&run, "1");
 	profile_finish(&run, &text);
 	ck_assert_ptr_nonnull(text);
 	char error[128];
@@ -990,8 +996,9 @@ static void run_recipe(const struct patch *patches, size_t n,
 	char desc[256];
 	const char *copy = write_copy("unwtables", name, patches, n, desc,
 				      sizeof(desc));
-	/* Long enough for three runs of the sanitized cprof-attach.  */
-	struct tu_proc *target = tu_fixture_start(copy, "6", "20", NULL);
+	/* Long enough for three runs of a second of the sanitized
+	 * cprof-attach.  */
+	struct tu_proc *target = tu_fixture_start(copy, "9", "80", "4", NULL);
 	ck_assert_ptr_nonnull(target);
 	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
 	for (enum mode mode = MODE_CPU; mode <= MODE_PTRACE; mode++)
@@ -1028,7 +1035,7 @@ END_TEST
  * musl build: see test_musl_libc_frames.)  */
 START_TEST(test_tables_from_files)
 {
-	struct tu_proc *target = tu_fixture_start("unwtables-df", "6", "20",
+	struct tu_proc *target = tu_fixture_start("unwtables-df", "9", "80", "4",
 						  NULL);
 	ck_assert_ptr_nonnull(target);
 	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
@@ -1042,7 +1049,7 @@ START_TEST(test_tables_from_files)
 				"(musl-gcc not installed): skipped\n");
 		return;
 	}
-	target = tu_fixture_start("unwtables-musl", "6", "20", NULL);
+	target = tu_fixture_start("unwtables-musl", "9", "80", "4", NULL);
 	ck_assert_ptr_nonnull(target);
 	ck_assert(tu_proc_wait_line(target, "ready", READY_TIMEOUT_MS));
 	check_whole_stacks(target, MODE_CPU, "unwtables-musl");
