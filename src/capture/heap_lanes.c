@@ -305,38 +305,24 @@ static void *lane_main(void *arg)
 	pthread_mutex_lock(&h->lanes_lock);
 	uint64_t collapse_at = h->collapse_at;
 	pthread_mutex_unlock(&h->lanes_lock);
+	/* Every thread held, one that had just trapped rewound.  */
+	if (!cp_target_exited(target) && cp_target_hold_all(target) == 0)
+		cp_heap_lane_rewind(l);
 	if (collapse_at) {
 		/* Tracing goes on in lane 0: our threads, parked, go to it
 		 * with what we know of their calls.  */
-		if (!cp_target_exited(target) &&
-		    cp_target_hold_all(target) == 0)
-			cp_heap_lane_rewind(l);
 		park_all(l, collapse_at);
-		cp_target_set_hooks(target, NULL);
-		cp_capture_free(l->capture);
-		l->capture = NULL;
-		cp_target_detach(target);
-		if (have_timer)
-			timer_delete(timer);
+	} else {
+		/* The end: once the caller has put our bytes back, give the
+		 * threads back their return addresses and let them go.  */
+		set_state(l, LANE_HELD);
 		pthread_mutex_lock(&h->lanes_lock);
-		l->target = NULL;
-		l->state = LANE_DONE;
-		pthread_cond_broadcast(&h->lanes_cond);
+		while (!h->bytes_out)
+			pthread_cond_wait(&h->lanes_cond, &h->lanes_lock);
 		pthread_mutex_unlock(&h->lanes_lock);
-		return NULL;
+		if (cp_heap_lane_returns(l) < 0)
+			cp_heap_fail(h, -CP_E_SYS);
 	}
-
-	/* The end: hold, let the caller put our bytes back, then give
-	 * the threads back their return addresses and let them go.  */
-	if (!cp_target_exited(target) && cp_target_hold_all(target) == 0)
-		cp_heap_lane_rewind(l);
-	set_state(l, LANE_HELD);
-	pthread_mutex_lock(&h->lanes_lock);
-	while (!h->bytes_out)
-		pthread_cond_wait(&h->lanes_cond, &h->lanes_lock);
-	pthread_mutex_unlock(&h->lanes_lock);
-	if (cp_heap_lane_returns(l) < 0)
-		cp_heap_fail(h, -CP_E_SYS);
 	cp_target_set_hooks(target, NULL);
 	cp_capture_free(l->capture);
 	l->capture = NULL;
@@ -548,25 +534,31 @@ void cp_heap_lanes_hold(struct cp_heap *h)
 	pthread_mutex_unlock(&h->lanes_lock);
 }
 
-void cp_heap_lanes_release(struct cp_heap *h)
+/* Wait for every lane thread's end, let the caller's target take every
+ * thread the lanes let go (and their children), and put back what the
+ * lanes' start changed.  */
+static void lanes_join(struct cp_heap *h)
 {
-	pthread_mutex_lock(&h->lanes_lock);
-	h->bytes_out = true;
-	pthread_cond_broadcast(&h->lanes_cond);
-	pthread_mutex_unlock(&h->lanes_lock);
 	for (size_t i = 1; i < h->nlanes; i++)
 		if (h->lanes[i]->started) {
 			pthread_join(h->lanes[i]->thread, NULL);
 			h->lanes[i]->started = false;
 		}
-	/* Every thread a lane let go, and its children, back to the
-	 * caller's target.  */
 	cp_target_adopt(h->target, h->orphans, h->norphans);
 	h->norphans = 0;
 	cp_target_set_own_waits(h->target, false);
 	if (h->session)
 		cp_session_hooks_exclusive(h->session, NULL, NULL);
 	sigaction(SIGALRM, &h->old_alarm, NULL);
+}
+
+void cp_heap_lanes_release(struct cp_heap *h)
+{
+	pthread_mutex_lock(&h->lanes_lock);
+	h->bytes_out = true;
+	pthread_cond_broadcast(&h->lanes_cond);
+	pthread_mutex_unlock(&h->lanes_lock);
+	lanes_join(h);
 }
 
 int cp_heap_lanes_collapse(void *arg)
@@ -581,15 +573,7 @@ int cp_heap_lanes_collapse(void *arg)
 	h->collapse_at = at;
 	pthread_mutex_unlock(&h->lanes_lock);
 	cp_heap_lanes_hold(h); /* every lane is done, not held */
-	for (size_t i = 1; i < h->nlanes; i++)
-		if (h->lanes[i]->started) {
-			pthread_join(h->lanes[i]->thread, NULL);
-			h->lanes[i]->started = false;
-		}
-	cp_target_adopt(h->target, h->orphans, h->norphans);
-	h->norphans = 0;
-	cp_target_set_own_waits(h->target, false);
-	sigaction(SIGALRM, &h->old_alarm, NULL);
+	lanes_join(h);
 	h->lanes_done = true;
 	h->nlanes = 1;
 	return 0;
