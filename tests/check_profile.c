@@ -230,7 +230,8 @@ START_TEST(stacks_tree)
 	uint32_t locs[NLOCS + 100];
 	for (size_t i = 0; i < NLOCS; i++)
 		locs[i] = frame(0x1000 + i, "f");
-	/* ids from 64 up take two bytes of a run, from 8192 three */
+	/* callers with more than 15 callees: callee numbers of two nibbles
+	 * and more */
 	for (size_t i = 0; i < 100; i++)
 		locs[NLOCS + i] = frame(0x9000 + i, "g");
 	for (uint32_t i = 0; i < 9000; i++)
@@ -305,33 +306,60 @@ START_TEST(stacks_tree)
 }
 END_TEST
 
+/* A stack at the end of a path of hundreds of nodes (each stack one
+ * frame deeper than the one before) reads back whole.  */
+START_TEST(stacks_long_path)
+{
+	enum { DEPTH = 300 };
+	uint32_t locs[3], path[DEPTH], ids[DEPTH + 1];
+	for (size_t i = 0; i < 3; i++)
+		locs[i] = frame(0x1000 + i, "f");
+	for (size_t d = 0; d < DEPTH; d++)
+		path[DEPTH - 1 - d] = locs[d % 3];
+	for (size_t d = 0; d <= DEPTH; d++)
+		ids[d] = intern_stack(path + DEPTH - d, d);
+	for (size_t d = 0; d <= DEPTH; d++) {
+		uint32_t got[DEPTH];
+		ck_assert_uint_eq(intern_stack(path + DEPTH - d, d), ids[d]);
+		ck_assert_uint_eq(cp_profile_stack_locs(profile, ids[d], got,
+							DEPTH),
+				  d);
+		ck_assert_mem_eq(got, path + DEPTH - d, d * sizeof(uint32_t));
+	}
+}
+END_TEST
+
 /* Issue 15 goal 5: the bytes a profile holds per distinct stack, for
  * stacks that change all the time (bench/stackmem.c; before the prefix
- * tree: about 150, 230 and 315 bytes at depths 5, 20 and 40).  */
+ * tree: about 150, 230 and 315 bytes at depths 5, 20 and 40; before
+ * frames were written as callee numbers: 77 and 110 at depths 20 and 40,
+ * and 132 at depth 40 in a call tree of 4096 locations).  */
 START_TEST(stack_memory)
 {
-	enum { NSTACKS = 20000 };
-	uint32_t locs[16];
-	for (size_t i = 0; i < 16; i++)
-		locs[i] = frame(0x1000 + i, "f");
+	enum { NSTACKS = 20000, NLOCS = 4096 };
 	static const struct {
 		size_t depth;
 		unsigned shared;  /* outer frames the same in every stack */
+		bool tree;        /* each frame one of 4 callees of its caller */
 		double bound;     /* bytes per distinct stack */
 	} cases[] = {
-		/* every frame random: shared only by chance */
-		{5, 0, 56}, {20, 0, 77}, {40, 0, 110},
+		/* every frame one of 16, at random: shared only by chance */
+		{5, 0, false, 56}, {20, 0, false, 64}, {40, 0, false, 80},
 		/* a program's outer frames, then churn at the leaves */
-		{20, 16, 64}, {40, 36, 64},
+		{20, 16, false, 64}, {40, 36, false, 64},
+		/* a call tree of 1024 locations (ids of two bytes; its 4096
+		 * calls are kept once) */
+		{20, 0, true, 64}, {40, 0, true, 80},
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		struct cp_profile *p = cp_profile_new();
 		ck_assert_ptr_nonnull(p);
-		for (size_t i = 0; i < 16; i++) {
+		static uint32_t locs[NLOCS];
+		for (size_t i = 0; i < NLOCS; i++) {
 			struct cp_line l = {.function = 0};
-			ck_assert_uint_eq(cp_profile_add_location(p, 0x1000 + i,
-								  0, &l, 1),
-					  locs[i]);
+			locs[i] = cp_profile_add_location(p, 0x1000 + i, 0, &l,
+							  1);
+			ck_assert_uint_ne(locs[i], UINT32_MAX);
 		}
 		size_t before = cp_profile_bytes(p);
 		uint64_t rng = 88172645463325252ull;
@@ -339,10 +367,15 @@ START_TEST(stack_memory)
 		uint32_t distinct = 0;
 		for (size_t i = 0; i < NSTACKS; i++) {
 			size_t depth = cases[c].depth;
-			for (size_t d = 0; d < depth; d++)
-				stack[d] = d >= depth - cases[c].shared
-						   ? locs[d % 16]
-						   : locs[next_random(&rng) % 16];
+			/* outermost first: the caller picks its callee */
+			uint32_t at = 0;
+			for (size_t d = depth; d-- > 0;) {
+				uint64_t r = next_random(&rng);
+				at = cases[c].tree ? (at * 4 + 1 + r % 4) % 1024
+				     : d >= depth - cases[c].shared ? d % 16
+								    : r % 16;
+				stack[d] = locs[at];
+			}
 			uint32_t id = cp_profile_intern_stack(p, stack, depth);
 			ck_assert_uint_ne(id, UINT32_MAX);
 			if (id + 1 > distinct)
@@ -352,9 +385,10 @@ START_TEST(stack_memory)
 		ck_assert_uint_gt(distinct, NSTACKS / 2);
 		double per_stack = (double)(cp_profile_bytes(p) - before) /
 				   distinct;
-		fprintf(stderr, "stack_memory: depth %zu (%u shared): %.1f bytes per "
-		       "distinct stack\n",
-		       cases[c].depth, cases[c].shared, per_stack);
+		fprintf(stderr, "stack_memory: depth %zu (%u shared%s): %.1f "
+			"bytes per distinct stack\n",
+			cases[c].depth, cases[c].shared,
+			cases[c].tree ? ", call tree" : "", per_stack);
 		ck_assert_double_le(per_stack, cases[c].bound);
 		cp_profile_free(p);
 	}
@@ -669,6 +703,7 @@ static Suite *profile_suite(void)
 	tcase_add_test(tc, locations);
 	tcase_add_test(tc, stacks);
 	tcase_add_test(tc, stacks_tree);
+	tcase_add_test(tc, stacks_long_path);
 	tcase_add_test(tc, stack_memory);
 	tcase_add_test(tc, sample_values);
 	tcase_add_test(tc, samples_aggregate);

@@ -22,18 +22,38 @@ struct thread_name {
  * in the middle of its run needs no split).  Each node is made by the one
  * stack that ends at the end of its run, so stack ID is node ID - 1 and a
  * stack costs one node, one index slot and the locations it does not share
- * with an older stack (one byte each for the first 128 location ids).
- * Node 0, the root, has no run and no stack; the empty stack is a node
- * under it with an empty run, as is a stack that ends inside an older
- * one's run.  */
+ * with an older stack.  Node 0, the root, has no run and no stack; the
+ * empty stack is a node under it with an empty run, as is a stack that
+ * ends inside an older one's run.
+ *
+ * A location in a run is written as its place among the callees seen so
+ * far of the location before it (its caller; the outermost frame's is
+ * ROOT): a program's call graph is small and most callers have few
+ * callees, so most frames take one nibble whatever their location's id,
+ * where an id would take one or two bytes (issue 15: bytes per distinct
+ * stack).  The call graph's edges are kept once each.  */
 struct node {
 	uint32_t parent;       /* node id; the root's is 0 */
-	uint32_t run;          /* offset in runs[] of the node's record */
+	uint32_t run;          /* offset in runs[] of the node's record, in nibbles */
 	uint32_t first_sample; /* its stack's first sample, or NO_SAMPLE */
 };
 
 /* A node's record in runs[]: POS, the number of locations N, then the N
- * locations outermost first, each a LEB128 number.  */
+ * locations outermost first, each its callee number (struct call), all
+ * as nibble numbers (put_num).  */
+
+/* A call graph edge in the index: callee number INDEX of CALLER.  */
+struct call {
+	uint32_t caller, index;
+};
+
+/* The callees of one caller, in the order they were first seen.  */
+struct callees {
+	uint32_t *to;
+	uint32_t n, cap;
+};
+
+#define ROOT UINT32_MAX /* the outermost frame's caller */
 
 /* An open-addressing table of ids (id + 1 in each slot, 0 empty) whose
  * keys the caller hashes and compares: 4 bytes a slot, no stored hash.  */
@@ -62,9 +82,21 @@ struct cp_profile {
 
 	struct node *nodes; /* nodes[0] is the root; stack ID is node ID - 1 */
 	uint32_t nnodes, nodes_cap;
-	struct idtable node_index; /* (parent, pos, first location) -> node */
+	struct idtable node_index; /* (parent, pos, first code) -> node */
 	uint8_t *runs;
-	size_t runs_used, runs_cap;
+	size_t runs_used; /* nibbles */
+	size_t runs_cap;  /* bytes */
+	/* the call graph: each caller's callees by number, at caller + 1
+	 * (ROOT's at 0), and for callers of many, their edges by (caller,
+	 * callee) */
+	struct call *calls;
+	uint32_t ncalls, calls_cap;
+	struct idtable call_index;
+	struct callees *callees;
+	size_t ncallees;     /* callers with room in callees[] */
+	size_t callee_bytes; /* of the callees' lists */
+	uint32_t *codes;     /* a new run's callee numbers, being written */
+	size_t codes_cap;
 	uint32_t nstacks;
 
 	struct cp_sample *samples;
@@ -203,6 +235,13 @@ void cp_profile_free(struct cp_profile *p)
 	table_free(p->node_index.slots,
 		   p->node_index.cap * sizeof(*p->node_index.slots));
 	table_free(p->runs, p->runs_cap);
+	table_free(p->calls, p->calls_cap * sizeof(*p->calls));
+	table_free(p->call_index.slots,
+		   p->call_index.cap * sizeof(*p->call_index.slots));
+	for (size_t i = 0; i < p->ncallees; i++)
+		free(p->callees[i].to);
+	table_free(p->codes, p->codes_cap * sizeof(*p->codes));
+	table_free(p->callees, p->ncallees * sizeof(*p->callees));
 	table_free(p->samples, p->samples_cap * sizeof(*p->samples));
 	table_free(p->sample_index.slots,
 		   p->sample_index.cap * sizeof(*p->sample_index.slots));
@@ -384,69 +423,222 @@ static void idtable_put(struct idtable *t, uint64_t hash, uint32_t id)
 	t->count++;
 }
 
-static size_t put_varint(uint8_t *at, uint64_t v)
+/* Nibble numbers: below 15 a nibble of its own; from 15 a nibble of 15,
+ * then the rest (the number - 15) 3 bits a nibble, least significant
+ * first, the top bit of each set when another follows.  At most
+ * NUM_NIBBLES for 32 bits.  */
+#define NUM_NIBBLES 12
+
+static inline unsigned nib_get(const uint8_t *runs, size_t at)
 {
-	size_t n = 0;
-	while (v >= 0x80) {
-		at[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
+	uint8_t b = runs[at >> 1];
+	return at & 1 ? b >> 4 : b & 15;
+}
+
+static void nib_put(uint8_t *runs, size_t at, unsigned v)
+{
+	/* Appended in order: the low nibble of a byte is written first.  */
+	if (at & 1)
+		runs[at >> 1] |= (uint8_t)(v << 4);
+	else
+		runs[at >> 1] = (uint8_t)v;
+}
+
+static void put_num(uint8_t *runs, size_t *at, uint32_t v)
+{
+	if (v < 15) {
+		nib_put(runs, (*at)++, v);
+		return;
 	}
-	at[n++] = (uint8_t)v;
-	return n;
-}
-
-static uint64_t get_varint(const uint8_t *at, size_t *n)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-	size_t i = 0;
-	uint8_t b;
+	nib_put(runs, (*at)++, 15);
+	v -= 15;
 	do {
-		b = at[i++];
-		v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while (b & 0x80);
-	*n = i;
-	return v;
+		unsigned g = v & 7;
+		v >>= 3;
+		nib_put(runs, (*at)++, g | (v ? 8 : 0));
+	} while (v);
 }
 
-/* The header of NODE's record: *POS and *N; returns the offset of its
- * first location.  */
+static inline __attribute__((always_inline)) uint32_t
+get_num(const uint8_t *runs, size_t *at)
+{
+	unsigned first = nib_get(runs, (*at)++);
+	if (first < 15)
+		return first;
+	uint32_t v = 0;
+	unsigned shift = 0, g;
+	do {
+		g = nib_get(runs, (*at)++);
+		v |= (uint32_t)(g & 7) << shift;
+		shift += 3;
+	} while (g & 8);
+	return v + 15;
+}
+
+/* The header of NODE's record: *POS and *N; returns the offset (in
+ * nibbles) of its first location.  */
 static size_t record_of(const struct cp_profile *p, uint32_t node,
 			uint32_t *pos, uint32_t *n)
 {
-	size_t at = p->nodes[node].run, len;
-	*pos = (uint32_t)get_varint(p->runs + at, &len);
-	at += len;
-	*n = (uint32_t)get_varint(p->runs + at, &len);
-	return at + len;
+	size_t at = p->nodes[node].run;
+	*pos = get_num(p->runs, &at);
+	*n = get_num(p->runs, &at);
+	return at;
 }
 
-static uint64_t edge_hash(uint32_t parent, uint32_t pos, uint32_t loc)
+/* ------------------------------------------------------ the call graph */
+
+static uint64_t call_key_hash(uint32_t caller, uint32_t callee)
 {
-	return cp_hash_u64((((uint64_t)parent << 32) | loc) +
+	return cp_hash_u64(((uint64_t)caller << 32) | callee);
+}
+
+static inline struct callees *callees_of(const struct cp_profile *p,
+				  uint32_t caller)
+{
+	size_t slot = (uint32_t)(caller + 1); /* ROOT's is 0 */
+	return slot < p->ncallees ? &p->callees[slot] : NULL;
+}
+
+static uint32_t call_callee(const struct cp_profile *p, uint32_t id)
+{
+	return callees_of(p, p->calls[id].caller)->to[p->calls[id].index];
+}
+
+static uint64_t call_hash(const struct cp_profile *p, uint32_t id)
+{
+	return call_key_hash(p->calls[id].caller, call_callee(p, id));
+}
+
+static bool call_eq(const struct cp_profile *p, uint32_t id, const void *key)
+{
+	const uint32_t *k = key; /* caller, callee */
+	return p->calls[id].caller == k[0] && call_callee(p, id) == k[1];
+}
+
+/* A caller's callees are looked for in its list while it has this many
+ * at most, and through the index from then on.  */
+#define CALL_SCAN 16
+
+/* CALLEE's number among CALLER's callees, UINT32_MAX when it has none
+ * yet.  */
+static uint32_t call_find(const struct cp_profile *p, uint32_t caller,
+			  uint32_t callee)
+{
+	const struct callees *c = callees_of(p, caller);
+	if (!c)
+		return UINT32_MAX;
+	if (c->n <= CALL_SCAN) {
+		for (uint32_t i = 0; i < c->n; i++)
+			if (c->to[i] == callee)
+				return i;
+		return UINT32_MAX;
+	}
+	uint32_t key[2] = {caller, callee};
+	uint32_t id = idtable_find(&p->call_index,
+				   call_key_hash(caller, callee), call_eq, p,
+				   key);
+	return id == UINT32_MAX ? UINT32_MAX : p->calls[id].index;
+}
+
+/* Index callee INDEX of CALLER (room reserved).  */
+static void call_index_put(struct cp_profile *p, uint32_t caller,
+			   uint32_t index)
+{
+	uint32_t id = p->ncalls++;
+	p->calls[id] = (struct call){caller, index};
+	idtable_put(&p->call_index, call_hash(p, id), id);
+}
+
+/* CALLEE's number among CALLER's callees, added when new; UINT32_MAX when
+ * out of memory.  */
+static uint32_t call_code(struct cp_profile *p, uint32_t caller,
+			  uint32_t callee)
+{
+	uint32_t index = call_find(p, caller, callee);
+	if (index != UINT32_MAX)
+		return index;
+	size_t slot = (uint32_t)(caller + 1);
+	if (slot >= p->ncallees) {
+		size_t n = p->ncallees ? p->ncallees : 64;
+		while (n <= slot)
+			n += n / 2 + 1;
+		struct callees *grown =
+			table_resize(p->callees, p->ncallees * sizeof(*grown),
+				     n * sizeof(*grown));
+		if (!grown)
+			return UINT32_MAX;
+		memset(grown + p->ncallees, 0,
+		       (n - p->ncallees) * sizeof(*grown));
+		p->callees = grown;
+		p->ncallees = n;
+	}
+	struct callees *c = &p->callees[slot];
+	if (c->n == c->cap) {
+		/* Most callers have a few callees: small lists, doubled.  */
+		if (c->cap >= UINT32_MAX / 2)
+			return UINT32_MAX;
+		uint32_t cap = c->cap ? c->cap * 2 : 2;
+		uint32_t *grown = realloc(c->to, cap * sizeof(*grown));
+		if (!grown)
+			return UINT32_MAX;
+		p->callee_bytes += (size_t)(cap - c->cap) * sizeof(*grown);
+		c->to = grown;
+		c->cap = cap;
+	}
+	/* Past CALL_SCAN callees, all of them go to the index.  */
+	size_t indexed = c->n < CALL_SCAN ? 0 : c->n == CALL_SCAN ? c->n + 1 : 1;
+	if (indexed &&
+	    (p->ncalls >= UINT32_MAX - indexed ||
+	     !reserve32(&p->calls, sizeof(*p->calls),
+			(uint32_t)(p->ncalls + indexed), &p->calls_cap) ||
+	     !idtable_reserve(&p->call_index, indexed, call_hash, p)))
+		return UINT32_MAX;
+	index = c->n++;
+	c->to[index] = callee;
+	if (indexed == 1)
+		call_index_put(p, caller, index);
+	else
+		for (uint32_t i = 0; i < indexed; i++)
+			call_index_put(p, caller, i);
+	return index;
+}
+
+/* The location numbered CODE among CALLER's callees.  */
+static inline uint32_t callee_of(const struct cp_profile *p, uint32_t caller,
+			  uint32_t code)
+{
+	return callees_of(p, caller)->to[code];
+}
+
+/* ------------------------------------------------------------ the tree */
+
+static uint64_t edge_hash(uint32_t parent, uint32_t pos, uint32_t code)
+{
+	return cp_hash_u64((((uint64_t)parent << 32) | code) +
 			   pos * 0x9e3779b97f4a7c15ULL);
 }
 
 /* A node's place: under PARENT, after POS of its locations, starting with
- * LOC (END_LOC for an empty run).  */
+ * callee number CODE (of the location before it: that is fixed by PARENT
+ * and POS), END_LOC for an empty run.  */
 struct edge {
-	uint32_t parent, pos, loc;
+	uint32_t parent, pos, code;
 };
 
 static struct edge edge_of(const struct cp_profile *p, uint32_t node)
 {
 	struct edge e = {.parent = p->nodes[node].parent};
 	uint32_t n;
-	size_t at = record_of(p, node, &e.pos, &n), len;
-	e.loc = n ? (uint32_t)get_varint(p->runs + at, &len) : END_LOC;
+	size_t at = record_of(p, node, &e.pos, &n);
+	e.code = n ? get_num(p->runs, &at) : END_LOC;
 	return e;
 }
 
 static uint64_t node_hash(const struct cp_profile *p, uint32_t node)
 {
 	struct edge e = edge_of(p, node);
-	return edge_hash(e.parent, e.pos, e.loc);
+	return edge_hash(e.parent, e.pos, e.code);
 }
 
 static bool edge_eq(const struct cp_profile *p, uint32_t node,
@@ -456,7 +648,7 @@ static bool edge_eq(const struct cp_profile *p, uint32_t node,
 	if (p->nodes[node].parent != k->parent)
 		return false;
 	struct edge e = edge_of(p, node);
-	return e.pos == k->pos && e.loc == k->loc;
+	return e.pos == k->pos && e.code == k->code;
 }
 
 /* The node of the stack that ends N locations into the path from the
@@ -472,11 +664,17 @@ static uint32_t node_of(struct cp_profile *p, const uint32_t *locs, size_t n)
 	uint32_t node = 0;
 	uint32_t matched = 0, len = 0; /* of NODE's run */
 	size_t k = n;                  /* locations LOCS[0..K) to place */
+	uint32_t caller = ROOT;        /* of LOCS[K-1]: LOCS[K] */
 	for (;;) {
 		if (k == 0 && matched == len && node != 0)
 			return node; /* its own stack */
-		struct edge e = {node, matched, k ? locs[k - 1] : END_LOC};
-		uint64_t hash = edge_hash(e.parent, e.pos, e.loc);
+		struct edge e = {node, matched, END_LOC};
+		if (k > 0) {
+			e.code = call_find(p, caller, locs[k - 1]);
+			if (e.code == UINT32_MAX)
+				break; /* a call never seen: a new stack */
+		}
+		uint64_t hash = edge_hash(e.parent, e.pos, e.code);
 		uint32_t child = idtable_find(&p->node_index, hash, edge_eq,
 					      p, &e);
 		if (child == UINT32_MAX)
@@ -485,33 +683,40 @@ static uint32_t node_of(struct cp_profile *p, const uint32_t *locs, size_t n)
 		uint32_t pos;
 		size_t at = record_of(p, node, &pos, &len);
 		for (matched = 0; matched < len && k > 0; matched++, k--) {
-			size_t step;
-			uint32_t loc = (uint32_t)get_varint(p->runs + at, &step);
+			uint32_t loc = callee_of(p, caller,
+						 get_num(p->runs, &at));
 			if (loc != locs[k - 1])
 				break;
-			at += step;
+			caller = loc;
 		}
 	}
 	/* A new node under NODE after MATCHED of its locations, with the
-	 * rest of the stack: LOCS[K-1] .. LOCS[0].  */
-	if (p->nnodes >= UINT32_MAX - 1 ||
-	    p->runs_used + 20 + k * 5 > UINT32_MAX ||
+	 * rest of the stack: LOCS[K-1] .. LOCS[0], as callee numbers (the
+	 * calls made first: a failure leaves the tree as it was).  */
+	size_t need = p->runs_used + (2 + k) * NUM_NIBBLES;
+	if (p->nnodes >= UINT32_MAX - 1 || need > UINT32_MAX ||
 	    !reserve32(&p->nodes, sizeof(*p->nodes), p->nnodes + 1,
 		       &p->nodes_cap) ||
 	    !idtable_reserve(&p->node_index, 1, node_hash, p) ||
-	    !reserve(&p->runs, 1, p->runs_used + 20 + k * 5, &p->runs_cap))
+	    !reserve(&p->runs, 1, need / 2 + 1, &p->runs_cap) ||
+	    !reserve(&p->codes, sizeof(*p->codes), k, &p->codes_cap))
 		return NO_NODE;
+	for (size_t i = k, c = caller; i-- > 0; c = locs[i]) {
+		p->codes[k - 1 - i] = call_code(p, (uint32_t)c, locs[i]);
+		if (p->codes[k - 1 - i] == UINT32_MAX)
+			return NO_NODE;
+	}
 	uint32_t run = (uint32_t)p->runs_used;
-	uint8_t *at = p->runs + p->runs_used;
-	at += put_varint(at, matched);
-	at += put_varint(at, k);
-	for (size_t i = k; i-- > 0;)
-		at += put_varint(at, locs[i]);
-	p->runs_used = (size_t)(at - p->runs);
+	size_t at = p->runs_used;
+	put_num(p->runs, &at, matched);
+	put_num(p->runs, &at, (uint32_t)k);
+	for (size_t i = 0; i < k; i++)
+		put_num(p->runs, &at, p->codes[i]);
+	p->runs_used = at;
+	uint32_t first = k ? p->codes[0] : END_LOC;
 	uint32_t added = p->nnodes++;
 	p->nodes[added] = (struct node){node, run, NO_SAMPLE};
-	idtable_put(&p->node_index,
-		    edge_hash(node, matched, k ? locs[k - 1] : END_LOC), added);
+	idtable_put(&p->node_index, edge_hash(node, matched, first), added);
 	return added;
 }
 
@@ -547,32 +752,45 @@ size_t cp_profile_stack_locs(const struct cp_profile *p, uint32_t id,
 	size_t depth = cp_profile_stack_depth(p, id);
 	if (depth > cap)
 		return depth;
-	/* From the innermost node up: the locations each gives (all of its
-	 * run, then of each parent the first POS of the node below it),
-	 * decoded outermost first, then reversed in place.  */
-	size_t filled = 0;
+	/* The nodes on the path, innermost first, with the number of
+	 * locations each gives (all of the innermost's run, then of each
+	 * parent the first POS of the node below it); then decoded from
+	 * the root down, each location the callee of the one before it,
+	 * into LOCS from its end (LOCS is innermost first).  */
+	struct step {
+		uint32_t node, take;
+	} some[64], *path = some;
+	size_t npath = 0, path_cap = sizeof(some) / sizeof(some[0]);
 	uint32_t node = id + 1, pos, n;
-	size_t at = record_of(p, node, &pos, &n);
+	record_of(p, node, &pos, &n);
 	uint32_t take = n;
-	for (;;) {
-		for (uint32_t i = 0; i < take; i++) {
-			size_t step;
-			locs[filled + i] =
-				(uint32_t)get_varint(p->runs + at, &step);
-			at += step;
+	for (; node != 0; node = p->nodes[node].parent) {
+		if (npath == path_cap) {
+			size_t grown_cap = path_cap * 2;
+			struct step *grown = malloc(grown_cap * sizeof(*grown));
+			if (!grown)
+				return 0;
+			memcpy(grown, path, npath * sizeof(*grown));
+			if (path != some)
+				free(path);
+			path = grown;
+			path_cap = grown_cap;
 		}
-		for (uint32_t i = 0; i < take / 2; i++) {
-			uint32_t t = locs[filled + i];
-			locs[filled + i] = locs[filled + take - 1 - i];
-			locs[filled + take - 1 - i] = t;
-		}
-		filled += take;
+		path[npath++] = (struct step){node, take};
+		record_of(p, node, &pos, &n);
 		take = pos;
-		node = p->nodes[node].parent;
-		if (node == 0)
-			break;
-		at = record_of(p, node, &pos, &n);
 	}
+	size_t out = depth;
+	uint32_t caller = ROOT;
+	while (npath-- > 0) {
+		size_t at = record_of(p, path[npath].node, &pos, &n);
+		for (uint32_t i = 0; i < path[npath].take; i++) {
+			caller = callee_of(p, caller, get_num(p->runs, &at));
+			locs[--out] = caller;
+		}
+	}
+	if (path != some)
+		free(path);
 	return depth;
 }
 
@@ -634,7 +852,9 @@ size_t cp_profile_bytes(const struct cp_profile *p)
 {
 	return p->nodes_cap * sizeof(*p->nodes) +
 	       p->node_index.cap * sizeof(*p->node_index.slots) +
-	       p->runs_cap +
+	       p->runs_cap + p->calls_cap * sizeof(*p->calls) +
+	       p->call_index.cap * sizeof(*p->call_index.slots) +
+	       p->ncallees * sizeof(*p->callees) + p->callee_bytes +
 	       p->samples_cap * sizeof(*p->samples) +
 	       p->sample_index.cap * sizeof(*p->sample_index.slots) +
 	       p->values_cap * sizeof(*p->values);
