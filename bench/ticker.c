@@ -1,7 +1,9 @@
 /* ticker: the reference of goal 2 (bench/cost.sh): a bare timer loop that
  * wakes HZ times a second for SECONDS as cprof-attach's sampling thread
- * does (ppoll with the time left to the next tick, at nice -10 with a
- * 100 us scheduler slice, as session.c's take_priority asks), doing
+ * does (ppoll with the time left to the next tick, in the class that
+ * session.c's take_priority asks for: SCHED_DEADLINE with a quarter of
+ * the period as its runtime up to 1000 Hz, otherwise or when refused
+ * nice -10 with a 100 us scheduler slice), doing
  * nothing, and counts the ticks it missed by the sampler's rule (a
  * wake-up a whole period or more after its tick).  What it misses beside
  * the same target is the machine's share (the scheduler, a virtual CPU
@@ -44,9 +46,18 @@ int main(int argc, char **argv)
 	} attr;
 	memset(&attr, 0, sizeof(attr));
 	attr.size = sizeof(attr);
-	attr.sched_nice = -10;
-	attr.sched_runtime = 100000;
-	syscall(SYS_sched_setattr, 0, &attr, 0);
+	attr.sched_policy = 6; /* SCHED_DEADLINE */
+	attr.sched_flags = 1;  /* reset on fork */
+	attr.sched_runtime = period / 4;
+	attr.sched_deadline = period;
+	attr.sched_period = period;
+	if (period < 1000000u || syscall(SYS_sched_setattr, 0, &attr, 0) != 0) {
+		memset(&attr, 0, sizeof(attr));
+		attr.size = sizeof(attr);
+		attr.sched_nice = -10;
+		attr.sched_runtime = 100000;
+		syscall(SYS_sched_setattr, 0, &attr, 0);
+	}
 	uint64_t start = now_ns();
 	uint64_t end = start + (uint64_t)(atof(argv[2]) * 1e9);
 	uint64_t next = start + period, scheduled = 0, missed = 0;

@@ -6,10 +6,13 @@
 #include <check.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -313,6 +316,101 @@ START_TEST(stop_leaves_threads_running)
 }
 END_TEST
 
+/* struct sched_attr, its first version.  */
+struct sched_attr_v1 {
+	uint32_t size, sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+};
+
+static struct sched_attr_v1 own_class(void)
+{
+	struct sched_attr_v1 attr;
+	memset(&attr, 0, sizeof(attr));
+	ck_assert_int_eq(syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0),
+			 0);
+	return attr;
+}
+
+/* The sampling thread's scheduling class (issue 15 goal 2): while it
+ * samples at 1000 Hz or less, SCHED_DEADLINE with a quarter of the tick
+ * period as its runtime, unless the kernel refuses it; the normal class
+ * at the configured nice value after the window, at higher rates and for
+ * heap tracing.  */
+START_TEST(sampling_thread_class)
+{
+	struct tu_proc *fx = tu_fixture_start("chain-O0", "60", NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_proc_wait_line(fx, "ready", READY_TIMEOUT_MS));
+	struct cp_session_config config = {.nice = -10, .warn = warn_none};
+	struct cp_session *s = NULL;
+	ck_assert_int_eq(cp_session_new(&config, &s), 0);
+	ck_assert_int_eq(cp_session_attach(s, fx->pid, NULL, 0, false, NULL), 0);
+	struct cp_sampler_options so = {.frequency = 199, .max_depth = 16};
+	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	uint64_t runtime = 0, period = 0;
+	struct sched_attr_v1 attr = own_class();
+	if (cp_session_deadline(s, &runtime, &period)) {
+		ck_assert_uint_eq(attr.sched_policy, 6); /* SCHED_DEADLINE */
+		ck_assert_uint_eq(period, 1000000000u / 199);
+		ck_assert_uint_eq(attr.sched_period, period);
+		ck_assert_uint_eq(attr.sched_deadline, period);
+		ck_assert_uint_eq(attr.sched_runtime, period / 4);
+		ck_assert_uint_eq(runtime, period / 4);
+	} else {
+		/* Refused by the kernel: so is the same request made here
+		 * (were it granted, the class is left at once).  */
+		ck_assert_uint_eq(attr.sched_policy, SCHED_OTHER);
+		struct sched_attr_v1 dl = {
+			.size = sizeof(dl),
+			.sched_policy = 6,
+			.sched_flags = 1,
+			.sched_runtime = 1000000000u / 199 / 4,
+			.sched_deadline = 1000000000u / 199,
+			.sched_period = 1000000000u / 199,
+		};
+		long granted = syscall(SYS_sched_setattr, 0, &dl, 0);
+		if (granted == 0) {
+			struct sched_attr_v1 back = {.size = sizeof(back),
+						     .sched_nice = -10};
+			syscall(SYS_sched_setattr, 0, &back, 0);
+		}
+		ck_assert_msg(granted != 0,
+			      "SCHED_DEADLINE was not taken, and is allowed");
+	}
+	ck_assert_int_eq(sample_for(s, 0.3), CP_SESSION_DEADLINE);
+	ck_assert_uint_gt(cp_profile_total(cp_session_profile(s)), 0);
+	ck_assert_int_eq(cp_session_sample_stop(s), 0);
+	attr = own_class();
+	ck_assert_uint_eq(attr.sched_policy, SCHED_OTHER);
+	ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), -10);
+	ck_assert(!cp_session_deadline(s, &runtime, &period));
+
+	/* Above 1000 Hz: the normal class.  */
+	so.frequency = 2000;
+	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	ck_assert(!cp_session_deadline(s, &runtime, &period));
+	ck_assert_uint_eq(own_class().sched_policy, SCHED_OTHER);
+	ck_assert_int_eq(sample_for(s, 0.1), CP_SESSION_DEADLINE);
+	ck_assert_int_eq(cp_session_sample_stop(s), 0);
+
+	/* Heap tracing after sampling at 99 Hz: the normal class.  */
+	so.frequency = 99;
+	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	ck_assert_int_eq(sample_for(s, 0.1), CP_SESSION_DEADLINE);
+	ck_assert_int_eq(cp_session_sample_stop(s), 0);
+	struct cp_heap_options ho = {.max_depth = 16};
+	ck_assert_int_eq(cp_session_heap_start(s, &ho), 0);
+	ck_assert_uint_eq(own_class().sched_policy, SCHED_OTHER);
+	ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), -10);
+	ck_assert_int_eq(cp_session_heap_stop(s), 0);
+	cp_session_free(s);
+	ck_assert_int_eq(tu_traced_tasks(fx->pid), 0);
+}
+END_TEST
+
 /* What an empty session refuses.  */
 START_TEST(nothing_attached)
 {
@@ -341,6 +439,7 @@ int main(void)
 	tcase_add_test(tc, free_while_sampling_detaches);
 	tcase_add_test(tc, nothing_attached);
 	tcase_add_test(tc, stop_leaves_threads_running);
+	tcase_add_test(tc, sampling_thread_class);
 	suite_add_tcase(suite, tc);
 	SRunner *runner = srunner_create(suite);
 	srunner_run_all(runner, CK_NORMAL);

@@ -252,7 +252,13 @@ static int run_sampling(const struct options *o, struct cp_session *session,
 		so.on_sample_arg = recorder;
 	}
 	rc = cp_session_sample_start(session, &so);
-	if (rc == 0 && o->verbose && cp_session_niced(session))
+	uint64_t dl_runtime, dl_period;
+	if (rc == 0 && o->verbose &&
+	    cp_session_deadline(session, &dl_runtime, &dl_period))
+		message("sampling thread under SCHED_DEADLINE: at most %.0f us "
+			"of CPU per %.0f us tick",
+			(double)dl_runtime / 1e3, (double)dl_period / 1e3);
+	else if (rc == 0 && o->verbose && cp_session_niced(session))
 		message("sampling thread at nice -10");
 	if (rc == 0 && o->verbose)
 		count_syscalls_start();
