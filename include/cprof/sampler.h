@@ -64,6 +64,13 @@ struct cp_sampler_options {
 	bool (*gate)(void *arg, pid_t tid, struct cp_snapshot *held,
 		     uint64_t *cpu_ns);
 	void *gate_arg;
+	/* Called, from the sampling thread, the first time a tick is
+	 * missed for want of a CPU (the thread woke a period or more after
+	 * the time it asked for; not a tick missed because work of ours ran
+	 * past it): the caller may give the thread a better scheduling
+	 * class.  May be NULL.  */
+	void (*on_late)(void *arg);
+	void *on_late_arg;
 };
 
 /* A log-linear histogram of durations in nanoseconds (about 3 %

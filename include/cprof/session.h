@@ -59,11 +59,16 @@ struct cp_session_config {
 	 * stopped must not wait for us to get a CPU back.  With it, a
 	 * scheduler slice of 100 us is asked for (sched_setattr), so that a
 	 * tick's wake-up is not left waiting behind a busy thread until
-	 * the scheduler's next tick.  While it samples at 1000 Hz or less,
-	 * the calling thread is of the SCHED_DEADLINE class instead, with
-	 * a quarter of a CPU reserved (cp_session_deadline), when the
-	 * kernel allows it.  0: unchanged.  cprof-attach uses -10.  */
+	 * the scheduler's next tick.  0: unchanged.  cprof-attach uses
+	 * -10.  */
 	int nice;
+	/* With a nice value: when the calling thread, sampling at 1000 Hz
+	 * or less, takes the SCHED_DEADLINE class instead, with a quarter
+	 * of a CPU reserved (cp_session_deadline), if the kernel allows it.
+	 * 0: once ticks are missed at a rate that only the scheduler
+	 * explains (cp_sampler_options.on_late); 1: from the start of
+	 * sampling; -1: never.  */
+	int sched_deadline;
 	/* One line of text for each problem met (a corrupt debug file, a
 	 * build-id mismatch); may be NULL.  */
 	void (*warn)(void *arg, const char *message);
@@ -106,11 +111,13 @@ bool cp_session_target_exited(const struct cp_session *session);
 /* Did the calling thread take the configured nice value?  */
 bool cp_session_niced(const struct cp_session *session);
 
-/* Is the calling thread sampling under SCHED_DEADLINE (taken when
- * sampling starts with a nice value configured, at 1000 Hz and less)?
- * Then its reservation: *RUNTIME_NS of CPU per *PERIOD_NS, the tick's.  */
+/* Did the calling thread sample under SCHED_DEADLINE in the current or
+ * last sampling run (see cp_session_config.sched_deadline)?  Then its
+ * reservation: *RUNTIME_NS of CPU per *PERIOD_NS, the tick's, taken
+ * *AFTER_NS after the run began.  */
 bool cp_session_deadline(const struct cp_session *session,
-			 uint64_t *runtime_ns, uint64_t *period_ns);
+			 uint64_t *runtime_ns, uint64_t *period_ns,
+			 uint64_t *after_ns);
 
 /* The attached target (for what the session does not wrap: its thread
  * list, cp_target_set_cancel).  Borrowed; NULL when nothing is

@@ -46,6 +46,9 @@ struct cp_session {
 	bool niced;                   /* config.nice was taken */
 	bool sliced;                  /* a short slice was asked for */
 	uint64_t dl_period_ns;        /* SCHED_DEADLINE taken: its period */
+	uint64_t dl_after_ns;         /* ... this long after sampling began
+					 (the last time sampling took it) */
+	uint64_t dl_last_period_ns;   /* ... its period; 0: not taken */
 	/* sampling */
 	struct cp_sampler *sampler;   /* while sampling is on */
 	struct cp_sampler_options sample_options;
@@ -284,14 +287,21 @@ static int set_up(struct cp_session *s)
 /* The calling thread's priority (Linux applies these to the calling
  * thread only; the symbolizer threads lower their own).
  *
- * Sampling: SCHED_DEADLINE, a reservation of a quarter of a CPU per tick
- * period (runtime = period / DL_SHARE, deadline = period = the tick's).
+ * Sampling, once a tick is missed for want of a CPU (the sampler's
+ * on_late; cp_session_config.sched_deadline):
+ * SCHED_DEADLINE, a reservation of a quarter of a CPU per tick period
+ * (runtime = period / DL_SHARE, deadline = period = the tick's).  Not
+ * from the start: a thread of this class wakes on the CPU it last ran on
+ * and takes it from the target's thread there rather than going to an
+ * idle CPU, which cost 20-40 % more CPU per sample on a quiet machine
+ * (bench/cost.sh goal 1: 107.9 against 77.9 us, 1 busy thread).
  * A woken thread of this class runs at once, ahead of every thread of the
  * target, and the kernel itself caps what it can take: past its runtime
  * it waits for the next period, so a tick's work that grows (thousands of
  * threads, a bug of ours) costs ticks, never more than a quarter of a CPU.
- * With 8 busy threads on 2 CPUs at 999 Hz: 0.1-0.3 % of the ticks missed,
- * against 1.1-1.6 % at nice -10 with a 100 us slice (below), where the
+ * With 8 busy threads on 2 CPUs at 999 Hz: 0.1-0.4 % of the ticks missed
+ * in 3 s runs (0.0-0.2 % in this class from the start), against 1.1-1.6 %
+ * at nice -10 with a 100 us slice (below), where the
  * woken thread waited 2-8 ms for a CPU (perf sched timehist) about four
  * times a second.  Threads created by a thread of this class are of the
  * normal one (reset on fork).  Not taken above 1000 Hz (the reservation
@@ -355,6 +365,8 @@ static void take_priority(struct cp_session *s, uint64_t tick_ns)
 		attr.sched_period = tick_ns;
 		if (syscall(SYS_sched_setattr, 0, &attr, 0) == 0) {
 			s->dl_period_ns = tick_ns;
+			s->dl_last_period_ns = tick_ns;
+			s->dl_after_ns = monotonic_ns() - s->run_start_ns;
 			return;
 		}
 	}
@@ -371,13 +383,29 @@ static void take_priority(struct cp_session *s, uint64_t tick_ns)
 		s->sliced = true;
 }
 
-bool cp_session_deadline(const struct cp_session *s, uint64_t *runtime_ns,
-			 uint64_t *period_ns)
+/* The sampling tick's period.  */
+static uint64_t tick_ns(const struct cp_session *s)
 {
-	if (!s->dl_period_ns)
+	unsigned hz = s->sample_options.frequency;
+	return 1000000000ull / (hz ? hz : 1);
+}
+
+/* cp_sampler_options.on_late: ticks are being missed.  */
+static void sampling_late(void *arg)
+{
+	struct cp_session *s = arg;
+	if (s->config.sched_deadline == 0)
+		take_priority(s, tick_ns(s));
+}
+
+bool cp_session_deadline(const struct cp_session *s, uint64_t *runtime_ns,
+			 uint64_t *period_ns, uint64_t *after_ns)
+{
+	if (!s->dl_last_period_ns)
 		return false;
-	*runtime_ns = s->dl_period_ns / DL_SHARE;
-	*period_ns = s->dl_period_ns;
+	*runtime_ns = s->dl_last_period_ns / DL_SHARE;
+	*period_ns = s->dl_last_period_ns;
+	*after_ns = s->dl_after_ns;
 	return true;
 }
 
@@ -505,8 +533,13 @@ int cp_session_sample_start(struct cp_session *s,
 	s->sample_options.at_end = NULL;
 	s->sample_options.unwind_mode = s->config.unwind_mode;
 	describe(s, s->profile);
-	take_priority(s, 1000000000ull / (options->frequency ? options->frequency
-							      : 1));
+	s->dl_last_period_ns = 0;
+	s->run_start_ns = monotonic_ns();
+	take_priority(s, s->config.sched_deadline > 0 ? tick_ns(s) : 0);
+	if (s->config.sched_deadline == 0 && !s->sample_options.on_late) {
+		s->sample_options.on_late = sampling_late;
+		s->sample_options.on_late_arg = s;
+	}
 	int rc = cp_sampler_new(s->target, s->unwinder, s->symbols, s->profile,
 				&s->sample_options, &s->sampler);
 	if (rc < 0)

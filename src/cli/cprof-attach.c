@@ -252,13 +252,7 @@ static int run_sampling(const struct options *o, struct cp_session *session,
 		so.on_sample_arg = recorder;
 	}
 	rc = cp_session_sample_start(session, &so);
-	uint64_t dl_runtime, dl_period;
-	if (rc == 0 && o->verbose &&
-	    cp_session_deadline(session, &dl_runtime, &dl_period))
-		message("sampling thread under SCHED_DEADLINE: at most %.0f us "
-			"of CPU per %.0f us tick",
-			(double)dl_runtime / 1e3, (double)dl_period / 1e3);
-	else if (rc == 0 && o->verbose && cp_session_niced(session))
+	if (rc == 0 && o->verbose && cp_session_niced(session))
 		message("sampling thread at nice -10");
 	if (rc == 0 && o->verbose)
 		count_syscalls_start();
@@ -267,6 +261,14 @@ static int run_sampling(const struct options *o, struct cp_session *session,
 					   &stop_requested, NULL);
 	count_syscalls_stop();
 	struct cp_sampler_stats stats = *cp_session_sample_stats(session);
+	uint64_t dl_runtime, dl_period, dl_after;
+	if (o->verbose && cp_session_deadline(session, &dl_runtime, &dl_period,
+					      &dl_after))
+		message("ticks were missed: the sampling thread took "
+			"SCHED_DEADLINE after %.2f s, at most %.0f us of CPU "
+			"per %.0f us tick",
+			(double)dl_after / 1e9, (double)dl_runtime / 1e3,
+			(double)dl_period / 1e3);
 	if (so.progress)
 		fputs("\r\033[K", stderr);
 	/* Let the target go before its names are looked up; it runs on
