@@ -65,9 +65,9 @@ struct cp_session_config {
 	/* With a nice value: when the calling thread, sampling at 1000 Hz
 	 * or less, takes the SCHED_DEADLINE class instead, with a quarter
 	 * of a CPU reserved (cp_session_deadline), if the kernel allows it.
-	 * 0: once ticks are missed at a rate that only the scheduler
-	 * explains (cp_sampler_options.on_late); 1: from the start of
-	 * sampling; -1: never.  */
+	 * 0: once a tick is missed for want of a CPU
+	 * (cp_sampler_options.on_late); 1: from the start of sampling;
+	 * -1: never.  */
 	int sched_deadline;
 	/* One line of text for each problem met (a corrupt debug file, a
 	 * build-id mismatch); may be NULL.  */

@@ -99,11 +99,11 @@ struct cp_sampler {
 	struct cp_sampler_stats *stats;     /* &OWN_STATS */
 	struct cp_sampler_stats own_stats;
 	int sig_fd;                  /* SIGCHLD: a tracee reported */
-	uint64_t next_tick;
+	uint64_t next_tick;          /* CLOCK_MONOTONIC ns of the next
+				      * deadline */
 	/* on_late: ticks missed for want of a CPU; told once */
 	uint64_t late_sched_missed;
-	bool late_told;          /* CLOCK_MONOTONIC ns of the next
-				      * deadline */
+	bool late_told;
 	uint64_t end;                /* the duration's end, 0: none */
 	uint64_t next_progress;
 	bool events;                 /* a tracee may have reported */

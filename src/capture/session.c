@@ -336,15 +336,26 @@ struct slice_attr {
 	uint64_t sched_runtime, sched_deadline, sched_period;
 };
 
-static bool set_normal(int nice)
+/* The calling thread in class POLICY: for SCHED_OTHER at NICE, with
+ * RUNTIME as its slice; for SCHED_DEADLINE RUNTIME every PERIOD.  */
+static bool set_class(uint32_t policy, uint64_t flags, int nice,
+		      uint64_t runtime, uint64_t period)
 {
 	struct slice_attr attr;
 	memset(&attr, 0, sizeof(attr));
 	attr.size = sizeof(attr);
-	attr.sched_policy = SCHED_OTHER;
+	attr.sched_policy = policy;
+	attr.sched_flags = flags;
 	attr.sched_nice = nice;
-	attr.sched_runtime = TICK_SLICE_NS;
+	attr.sched_runtime = runtime;
+	attr.sched_deadline = period;
+	attr.sched_period = period;
 	return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+}
+
+static bool set_normal(int nice)
+{
+	return set_class(SCHED_OTHER, 0, nice, TICK_SLICE_NS, 0);
 }
 
 /* TICK_NS: the sampling tick's period, 0 for anything else.  */
@@ -355,15 +366,9 @@ static void take_priority(struct cp_session *s, uint64_t tick_ns)
 	if (tick_ns >= DL_MIN_PERIOD_NS && tick_ns <= 1000000000u) {
 		if (s->dl_period_ns == tick_ns)
 			return;
-		struct slice_attr attr;
-		memset(&attr, 0, sizeof(attr));
-		attr.size = sizeof(attr);
-		attr.sched_policy = SCHED_DEADLINE_POLICY;
-		attr.sched_flags = SCHED_FLAG_RESET_ON_FORK_BIT;
-		attr.sched_runtime = tick_ns / DL_SHARE;
-		attr.sched_deadline = tick_ns;
-		attr.sched_period = tick_ns;
-		if (syscall(SYS_sched_setattr, 0, &attr, 0) == 0) {
+		if (set_class(SCHED_DEADLINE_POLICY,
+			      SCHED_FLAG_RESET_ON_FORK_BIT, 0,
+			      tick_ns / DL_SHARE, tick_ns)) {
 			s->dl_period_ns = tick_ns;
 			s->dl_last_period_ns = tick_ns;
 			s->dl_after_ns = monotonic_ns() - s->run_start_ns;
@@ -612,11 +617,7 @@ struct cp_profile *cp_session_take_profile(struct cp_session *s)
 			done = cp_sampler_retired(s->sampler, true);
 			break;
 		}
-		uint64_t period = 1000000000ull /
-				  (s->sample_options.frequency
-					   ? s->sample_options.frequency
-					   : 1);
-		cp_sampler_step(s->sampler, monotonic_ns() + period, NULL,
+		cp_sampler_step(s->sampler, monotonic_ns() + tick_ns(s), NULL,
 				NULL);
 	}
 	s->stats = *cp_sampler_stats(s->sampler);

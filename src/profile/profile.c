@@ -558,21 +558,11 @@ static uint32_t call_code(struct cp_profile *p, uint32_t caller,
 	uint32_t index = call_find(p, caller, callee);
 	if (index != UINT32_MAX)
 		return index;
-	size_t slot = (uint32_t)(caller + 1);
-	if (slot >= p->ncallees) {
-		size_t n = p->ncallees ? p->ncallees : 64;
-		while (n <= slot)
-			n += n / 2 + 1;
-		struct callees *grown =
-			table_resize(p->callees, p->ncallees * sizeof(*grown),
-				     n * sizeof(*grown));
-		if (!grown)
-			return UINT32_MAX;
-		memset(grown + p->ncallees, 0,
-		       (n - p->ncallees) * sizeof(*grown));
-		p->callees = grown;
-		p->ncallees = n;
-	}
+	size_t slot = (uint32_t)(caller + 1), had = p->ncallees;
+	if (!reserve(&p->callees, sizeof(*p->callees), slot + 1,
+		     &p->ncallees))
+		return UINT32_MAX;
+	memset(p->callees + had, 0, (p->ncallees - had) * sizeof(*p->callees));
 	struct callees *c = &p->callees[slot];
 	if (c->n == c->cap) {
 		/* Most callers have a few callees: small lists, doubled.  */
@@ -596,11 +586,8 @@ static uint32_t call_code(struct cp_profile *p, uint32_t caller,
 		return UINT32_MAX;
 	index = c->n++;
 	c->to[index] = callee;
-	if (indexed == 1)
-		call_index_put(p, caller, index);
-	else
-		for (uint32_t i = 0; i < indexed; i++)
-			call_index_put(p, caller, i);
+	for (uint32_t i = c->n - (uint32_t)indexed; i < c->n; i++)
+		call_index_put(p, caller, i);
 	return index;
 }
 
