@@ -19,6 +19,7 @@
 #include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/session.h"
+#include "cprof/target.h"
 #include "testutil.h"
 
 #define READY_TIMEOUT_MS 15000
@@ -651,6 +652,102 @@ START_TEST(exec_rearms)
 END_TEST
 
 
+/* The first byte of PID's executable code as mapped now (0: none).  */
+static uint64_t first_code_addr(pid_t pid)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	uint64_t addr = 0;
+	while (!addr && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8];
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
+		    perms[2] == 'x' && strstr(line, "execloop"))
+			addr = lo;
+	}
+	fclose(f);
+	return addr;
+}
+
+static int read_fresh(pid_t pid, uint64_t addr, uint8_t *byte)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = pread(fd, byte, 1, (off_t)addr);
+	close(fd);
+	return n == 1 ? 0 : -1;
+}
+
+/* A byte written after an execve that is not yet seen (its exec stop not
+ * collected) must not reach the new image: the old one's int3 put back
+ * after a step that the execve cut short, at an address that means
+ * something else now.  Once the exec stop is collected, writes reach the
+ * new image again.  */
+START_TEST(exec_unseen_write)
+{
+	/* Its main thread execs after 300 ms.  */
+	struct tu_proc *fx = tu_fixture_start("execloop", "2", "300", NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_wait_cpu_ticks(fx->pid, 1, READY_TIMEOUT_MS));
+	struct cp_target *t = NULL;
+	ck_assert_int_eq(cp_target_attach(fx->pid, NULL, 0,
+					  CP_TARGET_FOLLOW_CLONES, &t, NULL),
+			 0);
+	uint64_t before = first_code_addr(fx->pid);
+	ck_assert_uint_ne(before, 0);
+	/* Wait for the exec stop without collecting it.  The execve waits
+	 * for its helper thread, which it killed, to be reaped (a traced
+	 * thread's exit is its tracer's to collect): reaped here, behind
+	 * the target's back.  The leader's first report is then the exec
+	 * stop (nothing of ours asks it to stop).  */
+	pid_t tids[8];
+	int ntids = tu_tasks(fx->pid, tids, 8);
+	ck_assert_int_eq(ntids, 2);
+	pid_t helper = tids[0] == fx->pid ? tids[1] : tids[0];
+	int status;
+	ck_assert_int_eq(waitpid(helper, &status, __WALL), helper);
+	ck_assert(WIFEXITED(status));
+	siginfo_t si;
+	bool stopped = false;
+	for (int i = 0; i < 3000 && !stopped; i++) {
+		memset(&si, 0, sizeof(si));
+		ck_assert_int_eq(waitid(P_PID, (id_t)fx->pid, &si,
+					WSTOPPED | WEXITED | WNOHANG |
+						WNOWAIT | __WALL),
+				 0);
+		stopped = si.si_pid == fx->pid;
+		if (!stopped)
+			usleep(10000);
+	}
+	ck_assert(stopped);
+	ck_assert_int_eq(si.si_code, CLD_TRAPPED);
+	uint64_t addr = first_code_addr(fx->pid);
+	ck_assert_uint_ne(addr, 0);
+	uint8_t orig = 0, now = 0, int3 = 0xcc;
+	ck_assert_int_eq(read_fresh(fx->pid, addr, &orig), 0);
+	ck_assert_int_lt(cp_target_write_mem(fx->pid, addr, &int3, 1), 0);
+	ck_assert_int_eq(read_fresh(fx->pid, addr, &now), 0);
+	ck_assert_uint_eq(now, orig);
+	/* Collected: the new image is the one written to.  */
+	cp_target_poll(t);
+	ck_assert(cp_target_take_exec(t));
+	ck_assert_uint_eq(cp_target_images(t), 1);
+	ck_assert_int_eq(cp_target_write_mem(fx->pid, addr, &orig, 1), 0);
+	ck_assert_int_eq(cp_target_read_mem(fx->pid, addr, &now, 1), 0);
+	ck_assert_uint_eq(now, orig);
+	cp_target_detach(t);
+	ck_assert(tu_proc_wait_line_prefix(fx, "ok ", READY_TIMEOUT_MS));
+	ck_assert(tu_proc_wait_exit(fx, READY_TIMEOUT_MS));
+	ck_assert(WIFEXITED(fx->status) && WEXITSTATUS(fx->status) == 0);
+}
+END_TEST
+
 /* A breakpoint on an instruction that faults (the target's own SIGSEGV,
  * which its handler survives): stepped past, the fault is the target's,
  * once — passed while sampling, and continued from a hold.  */
@@ -800,6 +897,7 @@ static Suite *breaks_suite(void)
 		{"missing", missing_and_inspection},
 		{"cancel", cancel_still_restores},
 		{"exec", exec_rearms},
+		{"exec_unseen", exec_unseen_write},
 		{"exec_held", exec_while_held},
 		{"fault", faulting_instruction},
 		{"launch", launch_pending},

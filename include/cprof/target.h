@@ -203,6 +203,10 @@ bool cp_target_exited(const struct cp_target *target);
  * to this function (its mappings are new).  */
 bool cp_target_take_exec(struct cp_target *target);
 
+/* How many execve calls of the target were seen since attach: a byte
+ * written into one image must not be put back once this has changed.  */
+uint64_t cp_target_images(const struct cp_target *target);
+
 /* Collect and handle every pending ptrace event without blocking: new
  * threads, exits, signals (passed back), group-stops.  A thread that
  * reports the stop we asked for is resumed at once.  Returns the number
@@ -318,7 +322,9 @@ int cp_target_deliver_pending(struct cp_target *target, pid_t tid);
 /* Execute one instruction of the held thread TID (PTRACE_SINGLESTEP) and
  * hold it again.  An instruction that faults (SIGSEGV, SIGBUS, SIGILL,
  * SIGFPE) does not complete: the thread is held before it, the fault
- * kept for its next resume.  Returns 0 or -CP_E_GONE.  */
+ * kept for its next resume.  Returns 0 or -CP_E_GONE (also when another
+ * thread's execve killed TID meanwhile: cp_target_images then tells, and
+ * no byte of the old image may be written).  */
 int cp_target_step(struct cp_target *target, pid_t tid);
 
 /* Registers of the held thread TID.  Return 0 or -CP_E_GONE.  */
@@ -328,8 +334,10 @@ int cp_target_set_regs(struct cp_target *target, pid_t tid,
 		       const struct user_regs_struct *regs);
 
 /* Write LEN bytes at ADDR into process PID through /proc/PID/mem, which
- * also writes read-only code pages (copy-on-write, like a debugger).
- * Returns 0 or -CP_E_SYS.  */
+ * also writes read-only code pages (copy-on-write, like a debugger).  The
+ * file is the one opened at attach or at the last exec event seen: once
+ * an execve not yet seen has replaced the image, the write fails instead
+ * of reaching the new one.  Returns 0 or -CP_E_SYS.  */
 int cp_target_write_mem(pid_t pid, uint64_t addr, const void *buf,
 			size_t len);
 

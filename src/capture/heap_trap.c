@@ -744,8 +744,11 @@ void cp_heap_trap_run_steps(struct cp_heap *h)
 			cp_heap_fail(h, -CP_E_SYS);
 			continue;
 		}
+		uint64_t image = cp_target_images(h->target);
 		cp_target_step(h->target, tid);
 		h->s.stepped++;
+		if (cp_target_images(h->target) != image)
+			break; /* the image of BP is gone */
 		if (insert_bp(h, bp) < 0)
 			cp_heap_fail(h, -CP_E_SYS);
 	}

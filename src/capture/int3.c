@@ -164,7 +164,10 @@ int cp_int3_step(struct cp_target *target, pid_t tid, struct cp_int3 *bp)
 	pid_t pid = cp_target_pid(target);
 	if (cp_int3_restore(pid, bp) < 0)
 		return -CP_E_SYS;
+	uint64_t image = cp_target_images(target);
 	int rc = cp_target_step(target, tid);
+	if (cp_target_images(target) != image)
+		return -CP_E_GONE; /* the image of BP is gone */
 	if (cp_int3_insert(pid, bp) < 0)
 		return -CP_E_SYS;
 	return rc;

@@ -48,6 +48,8 @@ struct cp_target {
 	 * tracees (__WNOTHREAD), or it would collect another tracer
 	 * thread's reports (cp_target_lane).  */
 	bool own_waits;
+	bool lane;               /* cp_target_lane: shares the process */
+	uint64_t images;         /* execve calls seen (cp_target_images) */
 	struct cp_target_hooks hooks;
 	/* Fork children we know of and have not let go yet: reported by
 	 * their parent's event (RESTORED: on_fork ran), by their own first
@@ -141,10 +143,15 @@ static void remove_thread(struct cp_target *t, struct cp_thread *th)
 	t->nthreads--;
 }
 
+static void mem_file_open(pid_t pid);
+static void mem_file_close(pid_t pid);
+
 static void free_target(struct cp_target *t)
 {
 	if (!t)
 		return;
+	if (!t->lane)
+		mem_file_close(t->pid);
 	for (size_t i = 0; i < t->nthreads; i++) {
 		if (t->threads[i].stat_fd >= 0)
 			close(t->threads[i].stat_fd);
@@ -328,6 +335,7 @@ static struct fork_child *add_fork(struct cp_target *t, pid_t pid)
 
 static void drop_fork(struct cp_target *t, struct fork_child *fc)
 {
+	mem_file_close(fc->pid);
 	*fc = t->forks[--t->nforks];
 }
 
@@ -501,12 +509,15 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 		}
 		if (th->vfork_child) {
 			/* It has its own memory now, without our bytes.  */
+			mem_file_close(tid);
 			detach_now(t, th, 0);
 			return EV_GONE;
 		}
 		/* execve replaced the image: all other threads are gone and
 		 * every mapping is new.  */
 		t->exec_seen = true;
+		t->images++;
+		mem_file_open(t->pid);
 		/* A thread kept for the caller is gone with the old image;
 		 * its TID may be the exec'ing thread's now (the leader's). */
 		for (size_t i = 0; i < t->nthreads; i++)
@@ -792,6 +803,7 @@ int cp_target_attach(pid_t pid, const pid_t *tids, size_t ntids,
 		goto fail;
 	}
 	cp_maps_read(pid, &t->maps);
+	mem_file_open(pid);
 	*out = t;
 	return 0;
 fail: {
@@ -890,6 +902,8 @@ int cp_target_launch(char *const argv[], unsigned flags,
 		errno = child_errno;
 		return -CP_E_EXEC;
 	}
+	/* The image COMMAND is now (the exec stop is still to collect).  */
+	mem_file_open(pid);
 	*out = t;
 	return 0;
 fail_pipes: {
@@ -934,6 +948,11 @@ size_t cp_target_threads_seen(const struct cp_target *target)
 bool cp_target_exited(const struct cp_target *target)
 {
 	return target->nthreads == 0;
+}
+
+uint64_t cp_target_images(const struct cp_target *target)
+{
+	return target->images;
 }
 
 bool cp_target_take_exec(struct cp_target *target)
@@ -1565,6 +1584,13 @@ int cp_target_step(struct cp_target *t, pid_t tid)
 				remove_thread(t, th);
 			return -CP_E_GONE;
 		}
+		if ((status >> 16) == PTRACE_EVENT_EXEC) {
+			/* Another thread's execve killed the one we stepped
+			 * (the leader, whose TID the exec'ing thread took):
+			 * this is the new image's first stop.  */
+			dispatch(t, tid, status);
+			return -CP_E_GONE;
+		}
 		int sig = WSTOPSIG(status);
 		if (sig == SIGTRAP && (status >> 16) == 0)
 			return 0; /* stepped */
@@ -1599,18 +1625,84 @@ int cp_target_set_regs(struct cp_target *t, pid_t tid,
 	return ptrace(PTRACE_SETREGS, tid, 0, regs) < 0 ? -CP_E_GONE : 0;
 }
 
+/* The /proc/PID/mem file of each process we write code into, opened
+ * once, at attach, and again at each exec event.  The kernel ties such a
+ * file to the address space it was opened on: a write through it reaches
+ * the image we know of, or nothing at all once an execve we have not
+ * seen yet replaced it.  A file opened for each write would reach the
+ * new image instead, at an address that means nothing there (an int3
+ * put back after a step that another thread's execve cut short).  */
+#define MEM_FILES 16
+static struct mem_file { pid_t pid; int fd; } mem_files[MEM_FILES]; /* pid 0: free */
+static pthread_mutex_t mem_files_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Called with mem_files_lock held.  */
+static struct mem_file *mem_file_slot(pid_t pid, bool add)
+{
+	struct mem_file *free_slot = NULL;
+	for (size_t i = 0; i < MEM_FILES; i++) {
+		if (mem_files[i].pid == pid)
+			return &mem_files[i];
+		if (!free_slot && mem_files[i].pid == 0)
+			free_slot = &mem_files[i];
+	}
+	if (!add || !free_slot)
+		return NULL;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	free_slot->pid = pid;
+	free_slot->fd = fd;
+	return free_slot;
+}
+
+static void mem_file_close(pid_t pid)
+{
+	pthread_mutex_lock(&mem_files_lock);
+	struct mem_file *m = mem_file_slot(pid, false);
+	if (m) {
+		close(m->fd);
+		m->pid = 0;
+	}
+	pthread_mutex_unlock(&mem_files_lock);
+}
+
+/* PID's address space is (now) the one to write into.  */
+static void mem_file_open(pid_t pid)
+{
+	mem_file_close(pid);
+	pthread_mutex_lock(&mem_files_lock);
+	mem_file_slot(pid, true);
+	pthread_mutex_unlock(&mem_files_lock);
+}
+
 static int mem_io(pid_t pid, uint64_t addr, void *buf, size_t len,
 		  bool write_it)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	int fd = open(path, (write_it ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-	if (fd < 0)
-		return -CP_E_SYS;
-	ssize_t n = write_it ? pwrite(fd, buf, len, (off_t)addr)
+	ssize_t n = -1;
+	int saved = 0;
+	pthread_mutex_lock(&mem_files_lock);
+	struct mem_file *m = mem_file_slot(pid, true);
+	if (m) {
+		n = write_it ? pwrite(m->fd, buf, len, (off_t)addr)
+			     : pread(m->fd, buf, len, (off_t)addr);
+		saved = errno;
+	}
+	pthread_mutex_unlock(&mem_files_lock);
+	if (!m) {
+		/* Every slot taken (or no /proc): a file for this call.  */
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+		int fd = open(path, (write_it ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+		if (fd < 0)
+			return -CP_E_SYS;
+		n = write_it ? pwrite(fd, buf, len, (off_t)addr)
 			     : pread(fd, buf, len, (off_t)addr);
-	int saved = errno;
-	close(fd);
+		saved = errno;
+		close(fd);
+	}
 	errno = saved;
 	return n == (ssize_t)len ? 0 : -CP_E_SYS;
 }
@@ -1657,6 +1749,8 @@ int cp_target_lane(const struct cp_target *parent, const pid_t *tids,
 	t->follow_forks = parent->follow_forks;
 	t->forks_followed = parent->forks_followed;
 	t->own_waits = true;
+	t->lane = true;
+	t->images = parent->images;
 	t->cancel = parent->cancel;
 	for (size_t i = 0; i < ntids; i++) {
 		char state = read_state(t->pid, tids[i]);
