@@ -321,10 +321,11 @@ static void start_console_env(const char *env, const char *args,
 		 (int)getpid(), ++servers);
 	char command[6 * PATH_MAX];
 	/* timeout: a hung console ends by itself even when the test
-	 * process is gone; --foreground keeps it in the terminal's
-	 * foreground process group.  */
+	 * process is gone (-k: killed when SIGTERM does not end it, as
+	 * when LeakSanitizer hangs at exit under SANITIZE=1); --foreground
+	 * keeps it in the terminal's foreground process group.  */
 	snprintf(command, sizeof(command),
-		 "cd '%s' && timeout --foreground 300 env -u XDG_STATE_HOME "
+		 "cd '%s' && timeout --foreground -k 5 300 env -u XDG_STATE_HOME "
 		 "-u CPROF_HISTFILE -u CPROF_HISTSIZE INPUTRC='%s/inputrc' "
 		 "HOME='%s' %s '%s/cprof-attach' %s; "
 		 "echo \"[console exited $?]\"; sleep 60",

@@ -155,7 +155,7 @@ static void start_top(pid_t pid, const char *extra)
 	new_server("");
 	char line[2048];
 	snprintf(line, sizeof(line),
-		 "timeout --foreground 300 %s/cprof-attach --top %s %d "
+		 "timeout --foreground -k 5 300 %s/cprof-attach --top %s %d "
 		 "2>%s/err; echo $? >%s/status; stty -a >%s/stty; : >%s/done; "
 		 "exec sleep 300",
 		 CP_BUILD_DIR, extra ? extra : "", (int)pid, run_dir, run_dir,
@@ -897,13 +897,13 @@ START_TEST(test_ctrl_z)
 	new_server("z");
 	/* A shell that ends by itself if the test leaves it behind.  */
 	int rc = TMUX(NULL, "new-session", "-d", "-x", "120", "-y", "40",
-		      "timeout --foreground 300 env PS1='$ ' "
+		      "timeout --foreground -k 5 300 env PS1='$ ' "
 		      "HISTFILE=/dev/null bash --norc --noprofile -i");
 	ck_assert_msg(rc == 0, "tmux new-session failed (%d)", rc);
 	free(wait_screen(at_prompt, NULL, "the prompt"));
 	char line[1024];
 	snprintf(line, sizeof(line),
-		 "timeout --foreground 300 %s/cprof-attach --top %d 2>%s/err",
+		 "timeout --foreground -k 5 300 %s/cprof-attach --top %d 2>%s/err",
 		 CP_BUILD_DIR, (int)fixture->pid, run_dir);
 	ck_assert_int_eq(TMUX(NULL, "send-keys", line, "Enter"), 0);
 	free(wait_screen(has_row, "chain_gamma", "chain_gamma's row"));
