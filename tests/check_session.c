@@ -336,7 +336,7 @@ static struct sched_attr_v1 own_class(void)
 
 /* The sampling thread's scheduling class (issue 15 goal 2), asked for
  * from the start: while it samples at 1000 Hz or less, SCHED_DEADLINE
- * with a quarter of the tick period as its runtime, unless the kernel
+ * with a quarter of 16 ms (or of the tick, if longer), unless the kernel
  * refuses it; the normal class at the configured nice value after the
  * window, at higher rates and for heap tracing.  (By default the class
  * is taken once a tick is missed for want of a CPU, which depends on the
@@ -357,7 +357,7 @@ START_TEST(sampling_thread_class)
 	struct sched_attr_v1 attr = own_class();
 	if (cp_session_deadline(s, &runtime, &period, &after)) {
 		ck_assert_uint_eq(attr.sched_policy, 6); /* SCHED_DEADLINE */
-		ck_assert_uint_eq(period, 1000000000u / 199);
+		ck_assert_uint_eq(period, 16000000u); /* 16 ms > the tick */
 		ck_assert_uint_eq(attr.sched_period, period);
 		ck_assert_uint_eq(attr.sched_deadline, period);
 		ck_assert_uint_eq(attr.sched_runtime, period / 4);
@@ -370,9 +370,9 @@ START_TEST(sampling_thread_class)
 			.size = sizeof(dl),
 			.sched_policy = 6,
 			.sched_flags = 1,
-			.sched_runtime = 1000000000u / 199 / 4,
-			.sched_deadline = 1000000000u / 199,
-			.sched_period = 1000000000u / 199,
+			.sched_runtime = 16000000u / 4,
+			.sched_deadline = 16000000u,
+			.sched_period = 16000000u,
 		};
 		long granted = syscall(SYS_sched_setattr, 0, &dl, 0);
 		if (granted == 0) {

@@ -134,6 +134,10 @@ pid_t cp_procfs_tracer_pid(pid_t pid);
  * unknown.  */
 pid_t cp_procfs_tgid(pid_t tid);
 
+/* Threads of the machine runnable right now, the caller's included
+ * (/proc/loadavg's fourth field); -1 when it cannot be read.  */
+int cp_procfs_runnable(void);
+
 /* The comm (short name) of PID/TID into BUF; "" when unavailable.  */
 void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size);
 

@@ -65,9 +65,10 @@ struct cp_session_config {
 	/* With a nice value: when the calling thread, sampling at 1000 Hz
 	 * or less, takes the SCHED_DEADLINE class instead, with a quarter
 	 * of a CPU reserved (cp_session_deadline), if the kernel allows it.
-	 * 0: once a tick is missed for want of a CPU
-	 * (cp_sampler_options.on_late); 1: from the start of sampling;
-	 * -1: never.  */
+	 * 0: from the start when the machine has as many runnable threads
+	 * as CPUs already (/proc/loadavg), else once a tick is missed for
+	 * want of a CPU (cp_sampler_options.on_late); 1: from the start of
+	 * sampling; -1: never.  */
 	int sched_deadline;
 	/* One line of text for each problem met (a corrupt debug file, a
 	 * build-id mismatch); may be NULL.  */
@@ -113,8 +114,8 @@ bool cp_session_niced(const struct cp_session *session);
 
 /* Did the calling thread sample under SCHED_DEADLINE in the current or
  * last sampling run (see cp_session_config.sched_deadline)?  Then its
- * reservation: *RUNTIME_NS of CPU per *PERIOD_NS, the tick's, taken
- * *AFTER_NS after the run began.  */
+ * reservation: *RUNTIME_NS of CPU per *PERIOD_NS (16 ms, or the tick
+ * if longer), taken *AFTER_NS after the run began (0: from its start).  */
 bool cp_session_deadline(const struct cp_session *session,
 			 uint64_t *runtime_ns, uint64_t *period_ns,
 			 uint64_t *after_ns);

@@ -289,9 +289,9 @@ static int set_up(struct cp_session *s)
  *
  * Sampling, once a tick is missed for want of a CPU (the sampler's
  * on_late; cp_session_config.sched_deadline):
- * SCHED_DEADLINE, a reservation of a quarter of a CPU per tick period
- * (runtime = period / DL_SHARE, deadline = period = the tick's).  Not
- * from the start: a thread of this class wakes on the CPU it last ran on
+ * SCHED_DEADLINE, a reservation of a quarter of a CPU (runtime = period /
+ * DL_SHARE, deadline = period: 16 ms or the tick's, dl_period).  Not
+ * from the start (unless the machine is crowded already): a thread of this class wakes on the CPU it last ran on
  * and takes it from the target's thread there rather than going to an
  * idle CPU, which cost 20-40 % more CPU per sample on a quiet machine
  * (bench/cost.sh goal 1: 107.9 against 77.9 us, 1 busy thread).
@@ -322,6 +322,7 @@ static int set_up(struct cp_session *s)
  * a failure changes nothing.  */
 #define TICK_SLICE_NS 100000u
 #define DL_SHARE 4
+#define DL_PERIOD_NS 16000000u
 #define DL_MIN_PERIOD_NS 1000000u
 #define SCHED_DEADLINE_POLICY 6 /* SCHED_DEADLINE */
 #define SCHED_FLAG_RESET_ON_FORK_BIT 0x01
@@ -358,6 +359,19 @@ static bool set_normal(int nice)
 	return set_class(SCHED_OTHER, 0, nice, TICK_SLICE_NS, 0);
 }
 
+/* The reservation's period for ticks of TICK_NS: 16 ms, or the tick if
+ * longer.  Over several ticks, the work of one can take more than a
+ * quarter of its own period without missing the next: a tick that finds
+ * several stops (8 busy threads: up to 1.9 ms of work, p99 0.33 ms) or
+ * unwinds a new module's code.  8 busy threads on 2 CPUs at 999 Hz, the
+ * class taken from the start, ticks missed in 3 s runs: 11 and 14 with
+ * the tick's own period (250 us per 1 ms), 0-12 with 4 ticks, 0 in 12
+ * runs of 14 with 16 ms (10 in the other two, at start-up).  */
+static uint64_t dl_period(uint64_t tick_ns)
+{
+	return tick_ns < DL_PERIOD_NS ? DL_PERIOD_NS : tick_ns;
+}
+
 /* TICK_NS: the sampling tick's period, 0 for anything else.  */
 static void take_priority(struct cp_session *s, uint64_t tick_ns)
 {
@@ -366,9 +380,10 @@ static void take_priority(struct cp_session *s, uint64_t tick_ns)
 	if (tick_ns >= DL_MIN_PERIOD_NS && tick_ns <= 1000000000u) {
 		if (s->dl_period_ns == tick_ns)
 			return;
+		uint64_t period = dl_period(tick_ns);
 		if (set_class(SCHED_DEADLINE_POLICY,
 			      SCHED_FLAG_RESET_ON_FORK_BIT, 0,
-			      tick_ns / DL_SHARE, tick_ns)) {
+			      period / DL_SHARE, period)) {
 			s->dl_period_ns = tick_ns;
 			s->dl_last_period_ns = tick_ns;
 			s->dl_after_ns = monotonic_ns() - s->run_start_ns;
@@ -395,6 +410,22 @@ static uint64_t tick_ns(const struct cp_session *s)
 	return 1000000000ull / (hz ? hz : 1);
 }
 
+/* Are there already as many runnable threads as CPUs we may run on?
+ * Then the sampling thread takes SCHED_DEADLINE from the start rather
+ * than at its first missed tick (cp_session_config.sched_deadline 0):
+ * on a crowded machine a tick is missed within a second (0.09-1.41 s in
+ * 3 s runs with 8 busy threads on 2 CPUs), and the class costs no CPU
+ * there that a free CPU would have spared.  */
+static bool crowded(void)
+{
+	cpu_set_t allowed;
+	int cpus = sched_getaffinity(0, sizeof(allowed), &allowed) == 0
+			   ? CPU_COUNT(&allowed)
+			   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int runnable = cp_procfs_runnable(); /* this thread's included */
+	return cpus > 0 && runnable - 1 >= cpus;
+}
+
 /* cp_sampler_options.on_late: ticks are being missed.  */
 static void sampling_late(void *arg)
 {
@@ -408,8 +439,8 @@ bool cp_session_deadline(const struct cp_session *s, uint64_t *runtime_ns,
 {
 	if (!s->dl_last_period_ns)
 		return false;
-	*runtime_ns = s->dl_last_period_ns / DL_SHARE;
-	*period_ns = s->dl_last_period_ns;
+	*period_ns = dl_period(s->dl_last_period_ns);
+	*runtime_ns = *period_ns / DL_SHARE;
 	*after_ns = s->dl_after_ns;
 	return true;
 }
@@ -540,7 +571,10 @@ int cp_session_sample_start(struct cp_session *s,
 	describe(s, s->profile);
 	s->dl_last_period_ns = 0;
 	s->run_start_ns = monotonic_ns();
-	take_priority(s, s->config.sched_deadline > 0 ? tick_ns(s) : 0);
+	bool dl = s->config.sched_deadline > 0 ||
+		  (s->config.sched_deadline == 0 && crowded());
+	take_priority(s, dl ? tick_ns(s) : 0);
+	s->dl_after_ns = 0; /* from the start */
 	if (s->config.sched_deadline == 0 && !s->sample_options.on_late) {
 		s->sample_options.on_late = sampling_late;
 		s->sample_options.on_late_arg = s;

@@ -264,11 +264,12 @@ static int run_sampling(const struct options *o, struct cp_session *session,
 	uint64_t dl_runtime, dl_period, dl_after;
 	if (o->verbose && cp_session_deadline(session, &dl_runtime, &dl_period,
 					      &dl_after))
-		message("ticks were missed: the sampling thread took "
-			"SCHED_DEADLINE after %.2f s, at most %.0f us of CPU "
-			"per %.0f us tick",
-			(double)dl_after / 1e9, (double)dl_runtime / 1e3,
-			(double)dl_period / 1e3);
+		message("%s: the sampling thread took SCHED_DEADLINE %s%.2f s, "
+			"at most %.0f us of CPU per %.0f us",
+			dl_after ? "ticks were missed"
+				 : "as many threads as CPUs were runnable",
+			dl_after ? "after " : "at ", (double)dl_after / 1e9,
+			(double)dl_runtime / 1e3, (double)dl_period / 1e3);
 	if (so.progress)
 		fputs("\r\033[K", stderr);
 	/* Let the target go before its names are looked up; it runs on

@@ -501,6 +501,20 @@ int cp_task_status_read(pid_t pid, pid_t tid, struct cp_task_status *out)
 	return rc;
 }
 
+int cp_procfs_runnable(void)
+{
+	char *text;
+	size_t len;
+	if (cp_procfs_slurp("/proc/loadavg", &text, &len) < 0)
+		return -1;
+	/* "0.51 0.62 0.70 3/412 12345": runnable / existing.  */
+	int runnable = -1;
+	if (sscanf(text, "%*s %*s %*s %d/", &runnable) != 1)
+		runnable = -1;
+	free(text);
+	return runnable;
+}
+
 pid_t cp_procfs_tracer_pid(pid_t pid)
 {
 	struct cp_task_status st;
