@@ -138,6 +138,9 @@ pid_t cp_procfs_tgid(pid_t tid);
  * (/proc/loadavg's fourth field); -1 when it cannot be read.  */
 int cp_procfs_runnable(void);
 
+/* Threads of process PID in state R now; -1 when it cannot be read.  */
+int cp_procfs_runnable_tasks(pid_t pid);
+
 /* The comm (short name) of PID/TID into BUF; "" when unavailable.  */
 void cp_procfs_comm(pid_t pid, pid_t tid, char *buf, size_t size);
 

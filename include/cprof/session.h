@@ -65,8 +65,8 @@ struct cp_session_config {
 	/* With a nice value: when the calling thread, sampling at 1000 Hz
 	 * or less, takes the SCHED_DEADLINE class instead, with a quarter
 	 * of a CPU reserved (cp_session_deadline), if the kernel allows it.
-	 * 0: from the start when the machine has as many runnable threads
-	 * as CPUs already (/proc/loadavg), else once a tick is missed for
+	 * 0: from the start when the machine has more runnable threads
+	 * than CPUs already (/proc/loadavg), else once a tick is missed for
 	 * want of a CPU (cp_sampler_options.on_late); 1: from the start of
 	 * sampling; -1: never.  */
 	int sched_deadline;

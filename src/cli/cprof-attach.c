@@ -267,7 +267,7 @@ static int run_sampling(const struct options *o, struct cp_session *session,
 		message("%s: the sampling thread took SCHED_DEADLINE %s%.2f s, "
 			"at most %.0f us of CPU per %.0f us",
 			dl_after ? "ticks were missed"
-				 : "as many threads as CPUs were runnable",
+				 : "more threads than CPUs were runnable",
 			dl_after ? "after " : "at ", (double)dl_after / 1e9,
 			(double)dl_runtime / 1e3, (double)dl_period / 1e3);
 	if (so.progress)

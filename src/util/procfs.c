@@ -1,6 +1,7 @@
 /* Parsers and readers for /proc files.  */
 #include "cprof/procfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -499,6 +500,28 @@ int cp_task_status_read(pid_t pid, pid_t tid, struct cp_task_status *out)
 	int rc = cp_task_status_parse(text, len, out);
 	free(text);
 	return rc;
+}
+
+int cp_procfs_runnable_tasks(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return -1;
+	int n = 0;
+	struct dirent *d;
+	while ((d = readdir(dir))) {
+		char *end;
+		long tid = strtol(d->d_name, &end, 10);
+		struct cp_task_stat st;
+		if (*end == '\0' && tid > 0 &&
+		    cp_task_stat_read(pid, (pid_t)tid, &st) == 0 &&
+		    st.state == 'R')
+			n++;
+	}
+	closedir(dir);
+	return n;
 }
 
 int cp_procfs_runnable(void)
