@@ -790,6 +790,65 @@ START_TEST(schedstat_read_self)
 }
 END_TEST
 
+START_TEST(sched_parse)
+{
+	static const char text[] =
+		"cat (4242, #threads: 1)\n"
+		"-------------------------------------------------------------------\n"
+		"se.exec_start                                :      77898501.889331\n"
+		"se.sum_exec_runtime                          :          1234.000567\n"
+		"nr_switches                                  :                    9\n"
+		"nr_voluntary_switches                        :                    7\n"
+		"nr_involuntary_switches                      :                    2\n";
+	struct cp_task_sched st;
+	ck_assert_int_eq(cp_task_sched_parse(text, strlen(text), &st), 0);
+	ck_assert_uint_eq(st.run_ns, 1234000567u);
+	ck_assert_uint_eq(st.voluntary, 7);
+	/* A line whose name only begins like the one asked for is another
+	 * (se.sum_exec_runtime_x), and the fraction must be 6 digits.  */
+	static const char *const bad[] = {
+		"se.sum_exec_runtime : 1.000001\n",
+		"nr_voluntary_switches : 3\n",
+		"se.sum_exec_runtime_x : 1.000001\nnr_voluntary_switches : 3\n",
+		"se.sum_exec_runtime : 1.0001\nnr_voluntary_switches : 3\n",
+		"se.sum_exec_runtime : 1\nnr_voluntary_switches : 3\n",
+		"se.sum_exec_runtime : 1.000001\nnr_voluntary_switches : x\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		ck_assert_msg(cp_task_sched_parse(bad[i], strlen(bad[i]),
+						  &st) == -CP_E_PARSE,
+			      "\"%s\" was accepted", bad[i]);
+}
+END_TEST
+
+/* The kernel's own file, where it has one (CONFIG_SCHED_DEBUG): the run
+ * time agrees with schedstat's, and a sleep is a voluntary switch.  */
+START_TEST(sched_read_self)
+{
+	char *text;
+	size_t len;
+	struct cp_task_sched before, after;
+	if (cp_procfs_slurp("/proc/thread-self/sched", &text, &len) < 0)
+		return; /* no CONFIG_SCHED_DEBUG: schedstat is used */
+	ck_assert_msg(cp_task_sched_parse(text, len, &before) == 0,
+		      "cannot parse \"%s\"", text);
+	free(text);
+	usleep(2000);
+	ck_assert_int_eq(cp_procfs_slurp("/proc/thread-self/sched", &text,
+					 &len), 0);
+	ck_assert_int_eq(cp_task_sched_parse(text, len, &after), 0);
+	free(text);
+	ck_assert_uint_gt(after.voluntary, before.voluntary);
+	ck_assert_uint_ge(after.run_ns, before.run_ns);
+	struct cp_task_schedstat ss;
+	ck_assert_int_eq(cp_procfs_slurp("/proc/thread-self/schedstat", &text,
+					 &len), 0);
+	ck_assert_int_eq(cp_task_schedstat_parse(text, len, &ss), 0);
+	free(text);
+	ck_assert_uint_ge(ss.run_ns, after.run_ns);
+}
+END_TEST
+
 static Suite *procfs_suite(void)
 {
 	Suite *s = suite_create("procfs");
@@ -832,6 +891,8 @@ static Suite *procfs_suite(void)
 			    sizeof(malformed_schedstat) /
 				    sizeof(malformed_schedstat[0]));
 	tcase_add_test(tc, schedstat_read_self);
+	tcase_add_test(tc, sched_parse);
+	tcase_add_test(tc, sched_read_self);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("status");

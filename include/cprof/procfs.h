@@ -98,6 +98,17 @@ struct cp_task_schedstat {
 int cp_task_schedstat_parse(const char *text, size_t len,
 			    struct cp_task_schedstat *out);
 
+/* From /proc/PID/task/TID/sched (kernels with CONFIG_SCHED_DEBUG): the
+ * CPU time run, as schedstat's RUN_NS, and how many times the thread left
+ * a CPU of its own accord (to sleep, to stop: nr_voluntary_switches).
+ * Returns 0 or -CP_E_PARSE when either line is missing.  */
+struct cp_task_sched {
+	uint64_t run_ns;
+	uint64_t voluntary;
+};
+int cp_task_sched_parse(const char *text, size_t len,
+			struct cp_task_sched *out);
+
 /* A human word for a stat state letter: "running", "sleeping",
  * "disk-wait", "stopped", "zombie", ...  Static string.  */
 const char *cp_task_state_name(char state);

@@ -21,9 +21,11 @@ struct cp_target;
 struct cp_thread {
 	pid_t tid;
 	int stat_fd;          /* /proc/PID/task/TID/stat, kept open for pread */
-	int schedstat_fd;     /* /proc/PID/task/TID/schedstat, opened on first
-			       * use (cp_target_thread_cpu_ns), -1 before */
-	bool no_schedstat;    /* it could not be opened: not asked again */
+	int run_fd;           /* /proc/PID/task/TID/sched, else schedstat,
+			       * opened on first use (cp_target_thread_run),
+			       * -1 before */
+	bool run_sched;       /* RUN_FD is the sched file */
+	bool no_run;          /* neither could be opened: not asked again */
 	bool selected;        /* sampled (all threads unless -t was given) */
 	bool group_stopped;   /* in a group-stop (SIGSTOP): resumed with LISTEN */
 	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */
@@ -246,6 +248,14 @@ char cp_target_thread_state(struct cp_target *target, struct cp_thread *thread);
  * the thread gone, out of descriptors).  */
 int cp_target_thread_cpu_ns(struct cp_target *target,
 			    struct cp_thread *thread, uint64_t *ns);
+
+/* The same, and into *VOLUNTARY how many times THREAD left a CPU of its
+ * own accord so far (to sleep, or for a stop: one per stop of ours too),
+ * from /proc/PID/task/TID/sched; UINT64_MAX when the kernel does not
+ * give it (no CONFIG_SCHED_DEBUG: schedstat is read instead).  While it
+ * does not change, a thread found runnable has not slept since.  */
+int cp_target_thread_run(struct cp_target *target, struct cp_thread *thread,
+			 uint64_t *ns, uint64_t *voluntary);
 
 /* Ask thread TID to stop (PTRACE_INTERRUPT) without waiting; collect
  * the stop with cp_target_wait_any.  Interrupting every thread first and

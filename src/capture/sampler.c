@@ -160,6 +160,10 @@ struct acct {
 	int64_t credit_ns;  /* CPU time run and not yet stood for by a
 			     * sample (negative: sampled ahead) */
 	bool runnable;      /* its state was R when last read */
+	/* Its voluntary switches (cp_target_thread_run) when RUNNABLE was
+	 * last known, plus one for each stop of ours since; UINT64_MAX:
+	 * unknown.  */
+	uint64_t voluntary;
 };
 
 struct acct_key {
@@ -371,6 +375,10 @@ static void on_stop(void *arg, pid_t tid)
 		}
 		r->snaps_cap = cap;
 	}
+	/* The stop was a voluntary switch of the thread's (cpu_due).  */
+	struct acct *a = r->o->wall ? NULL : acct_of(r, tid, false);
+	if (a && a->voluntary != UINT64_MAX)
+		a->voluntary++;
 	r->snap_times[r->nsnaps] = held - r->start;
 	int rc = cp_capture_take(r->capture, tid, &r->snaps[r->nsnaps]);
 	if (rc == 0)
@@ -430,9 +438,9 @@ static void owe_tick(struct cp_sampler *r, pid_t tid)
  * sample stands for beyond one are then in its accounts' OWED.  */
 static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 {
-	uint64_t now_cpu;
+	uint64_t now_cpu, voluntary;
 	struct acct *a = NULL;
-	if (cp_target_thread_cpu_ns(r->target, th, &now_cpu) < 0 ||
+	if (cp_target_thread_run(r->target, th, &now_cpu, &voluntary) < 0 ||
 	    !(a = acct_of(r, th->tid, true)))
 		return cp_target_thread_state(r->target, th) == 'R';
 	if (r->o->gate) {
@@ -453,6 +461,7 @@ static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 		a->cpu_known = true;
 		a->cpu_ns = now_cpu;
 		a->credit_ns = (int64_t)r->period;
+		a->runnable = false; /* its state is to be read */
 	} else {
 		a->credit_ns += (int64_t)(now_cpu - a->cpu_ns);
 		a->cpu_ns = now_cpu;
@@ -462,11 +471,18 @@ static bool cpu_due(struct cp_sampler *r, struct cp_thread *th)
 			r->stats->ticks_waiting++;
 		return false;
 	}
-	/* Even when its run time has not moved since it was found asleep:
-	 * the run time of a thread on a CPU is brought up to date only at
-	 * the scheduler's tick or when it leaves the CPU, so a thread that
-	 * woke since may be running with no sign of it here.  */
-	a->runnable = cp_target_thread_state(r->target, th) == 'R';
+	/* Found runnable before and it has not left a CPU of its own
+	 * accord since (its stops by us counted): runnable still, without
+	 * reading its state, as for a thread that never sleeps.  Else the
+	 * state, even when its run time has not moved since it was found
+	 * asleep: the run time of a thread on a CPU is brought up to date
+	 * only at the scheduler's tick or when it leaves the CPU, so a
+	 * thread that woke since may be running with no sign of it here.  */
+	if (!a->runnable || voluntary == UINT64_MAX ||
+	    voluntary != a->voluntary) {
+		a->runnable = cp_target_thread_state(r->target, th) == 'R';
+		a->voluntary = voluntary;
+	}
 	if (!a->runnable) {
 		/* Asleep: its credit waits for the tick that finds it
 		 * running (none was earned before it was first seen).  */

@@ -126,7 +126,7 @@ static struct cp_thread *add_thread(struct cp_target *t, pid_t tid,
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)t->pid,
 		 (int)tid);
 	th->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
-	th->schedstat_fd = -1;
+	th->run_fd = -1;
 	cp_procfs_comm(t->pid, tid, th->name, sizeof(th->name));
 	return th;
 }
@@ -136,8 +136,8 @@ static void remove_thread(struct cp_target *t, struct cp_thread *th)
 	size_t i = (size_t)(th - t->threads);
 	if (th->stat_fd >= 0)
 		close(th->stat_fd);
-	if (th->schedstat_fd >= 0)
-		close(th->schedstat_fd);
+	if (th->run_fd >= 0)
+		close(th->run_fd);
 	t->threads[i] = t->threads[t->nthreads - 1];
 	t->bounds[i] = t->bounds[t->nthreads - 1];
 	t->nthreads--;
@@ -155,8 +155,8 @@ static void free_target(struct cp_target *t)
 	for (size_t i = 0; i < t->nthreads; i++) {
 		if (t->threads[i].stat_fd >= 0)
 			close(t->threads[i].stat_fd);
-		if (t->threads[i].schedstat_fd >= 0)
-			close(t->threads[i].schedstat_fd);
+		if (t->threads[i].run_fd >= 0)
+			close(t->threads[i].run_fd);
 	}
 	free(t->threads);
 	free(t->bounds);
@@ -999,7 +999,13 @@ int cp_target_serve_some(struct cp_target *target, unsigned spin_us,
 			sigaddset(&chld, SIGCHLD);
 			struct timespec limit = {left / 1000000L,
 						 (left % 1000000L) * 1000L};
-			sigtimedwait(&chld, NULL, &limit);
+			if (sigtimedwait(&chld, NULL, &limit) < 0 &&
+			    errno == EAGAIN)
+				/* No SIGCHLD all along: nothing was reported
+				 * (each report not collected yet has its
+				 * SIGCHLD pending, above), so a waitpid would
+				 * find nothing.  */
+				break;
 			sleep = false;
 		}
 		pid_t tid = waitpid(-1, &status, wait_flags(target) | WNOHANG);
@@ -1058,32 +1064,58 @@ char cp_target_thread_state(struct cp_target *target, struct cp_thread *th)
 	return close[2];
 }
 
-int cp_target_thread_cpu_ns(struct cp_target *target, struct cp_thread *th,
-			    uint64_t *ns)
+int cp_target_thread_run(struct cp_target *target, struct cp_thread *th,
+			 uint64_t *ns, uint64_t *voluntary)
 {
-	if (th->schedstat_fd < 0) {
-		if (th->no_schedstat)
+	if (th->run_fd < 0) {
+		if (th->no_run)
 			return -CP_E_SYS;
 		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat",
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/sched",
 			 (int)target->pid, (int)th->tid);
-		th->schedstat_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (th->schedstat_fd < 0) {
-			th->no_schedstat = true;
+		th->run_fd = open(path, O_RDONLY | O_CLOEXEC);
+		th->run_sched = th->run_fd >= 0;
+		if (th->run_fd < 0) {
+			snprintf(path, sizeof(path),
+				 "/proc/%d/task/%d/schedstat",
+				 (int)target->pid, (int)th->tid);
+			th->run_fd = open(path, O_RDONLY | O_CLOEXEC);
+		}
+		if (th->run_fd < 0) {
+			th->no_run = true;
 			return -CP_E_SYS;
 		}
 	}
 	/* Regenerated on every read from offset 0.  */
-	char buf[96];
-	ssize_t n = pread(th->schedstat_fd, buf, sizeof(buf), 0);
+	char buf[4096];
+	ssize_t n = pread(th->run_fd, buf, th->run_sched ? sizeof(buf) : 96,
+			  0);
+	if (n <= 0)
+		return -CP_E_SYS;
+	if (th->run_sched) {
+		struct cp_task_sched st;
+		if (cp_task_sched_parse(buf, (size_t)n, &st) < 0)
+			return -CP_E_SYS;
+		*ns = st.run_ns;
+		*voluntary = st.voluntary;
+		return 0;
+	}
 	struct cp_task_schedstat st;
-	if (n <= 0 || cp_task_schedstat_parse(buf, (size_t)n, &st) < 0)
+	if (cp_task_schedstat_parse(buf, (size_t)n, &st) < 0)
 		return -CP_E_SYS;
 	/* A kernel without scheduler statistics says "0 0 0" for ever.  */
 	if (st.run_ns == 0 && st.slices == 0)
 		return -CP_E_SYS;
 	*ns = st.run_ns;
+	*voluntary = UINT64_MAX;
 	return 0;
+}
+
+int cp_target_thread_cpu_ns(struct cp_target *target, struct cp_thread *th,
+			    uint64_t *ns)
+{
+	uint64_t voluntary;
+	return cp_target_thread_run(target, th, ns, &voluntary);
 }
 
 int cp_target_interrupt(struct cp_target *target, pid_t tid)

@@ -372,6 +372,54 @@ int cp_task_schedstat_parse(const char *text, size_t len,
 	return 0;
 }
 
+/* The value of the "NAME   :   VALUE" line of TEXT that starts with
+ * NAME, past its colon and blanks; NULL when there is none.  */
+static const char *sched_value(const char *text, const char *end,
+			       const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = text; p < end;) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (!eol)
+			eol = end;
+		if ((size_t)(eol - p) > n && memcmp(p, name, n) == 0 &&
+		    (p[n] == ' ' || p[n] == ':')) {
+			const char *v = memchr(p, ':', (size_t)(eol - p));
+			if (!v)
+				return NULL;
+			for (v++; v < eol && *v == ' '; v++)
+				;
+			return v;
+		}
+		p = eol + 1;
+	}
+	return NULL;
+}
+
+int cp_task_sched_parse(const char *text, size_t len,
+			struct cp_task_sched *out)
+{
+	const char *end = text + len;
+	const char *run = sched_value(text, end, "se.sum_exec_runtime");
+	const char *vol = sched_value(text, end, "nr_voluntary_switches");
+	uint64_t ms, frac, v;
+	/* The run time is printed as milliseconds "." six digits of
+	 * nanoseconds.  */
+	const char *p = run;
+	if (!run || !vol || !parse_dec(&p, end, &ms) || p >= end ||
+	    *p != '.' || end - p < 7)
+		return -CP_E_PARSE;
+	const char *f = ++p;
+	if (!parse_dec(&p, end, &frac) || p - f != 6)
+		return -CP_E_PARSE;
+	p = vol;
+	if (!parse_dec(&p, end, &v))
+		return -CP_E_PARSE;
+	out->run_ns = ms * 1000000u + frac;
+	out->voluntary = v;
+	return 0;
+}
+
 const char *cp_task_state_name(char state)
 {
 	switch (state) {
