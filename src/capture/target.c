@@ -1620,7 +1620,13 @@ int cp_target_step(struct cp_target *t, pid_t tid)
 			/* Another thread's execve killed the one we stepped
 			 * (the leader, whose TID the exec'ing thread took):
 			 * this is the new image's first stop.  */
-			dispatch(t, tid, status);
+			if (dispatch(t, tid, status) == EV_OURS) {
+				/* (held for an interrupt of ours: nobody
+				 * here serves it) */
+				th = find_thread(t, tid);
+				if (th)
+					resume(th);
+			}
 			return -CP_E_GONE;
 		}
 		int sig = WSTOPSIG(status);
