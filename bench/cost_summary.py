@@ -200,22 +200,22 @@ for cfg, label in (("d30", "idle"), ("d30busy", "busy (2 loops)")):
         continue
     fc, fs, fw = FL(cfg, "cpu"), FL(cfg, "sysc"), FL(cfg, "csw")
     where = "1 thread depth 30 999 Hz, %s" % label
-    row("1", "CPU us/sample, " + where, lambda b: R(cfg, b, "cpu"),
+    row("1", "CPU us/stop (a stack taken), " + where, lambda b: R(cfg, b, "cpu"),
         "floor " + f(fc), fc, "%.1f", "<= 2x floor", lambda v, rt: met(rt, "<=", 2),
         lambda b: RS(cfg, b, "cpu"))
     row("1", "  the same, sampling thread only", lambda b: R(cfg, b, "thread_us"),
         "floor " + f(fc), fc, "%.1f", "<= 2x floor", lambda v, rt: met(rt, "<=", 2),
         lambda b: RS(cfg, b, "thread_us"))
-    row("1", "  system calls/sample", lambda b: R(cfg, b, "sysc"),
+    row("1", "  system calls/stop", lambda b: R(cfg, b, "sysc"),
         "floor " + f(fs), fs, "%.1f", "<= 8", lambda v, rt: met(v, "<=", 8),
         lambda b: RS(cfg, b, "sysc"))
-    row("1", "  system calls/sample, sampling thread only (-v)", lambda b: R(cfg, b, "thr_sysc_sample"),
+    row("1", "  system calls/weighted sample, sampling thread (-v)", lambda b: R(cfg, b, "thr_sysc_sample"),
         "floor " + f(fs), fs, "%.1f", "<= 8", lambda v, rt: met(v, "<=", 8),
         lambda b: RS(cfg, b, "thr_sysc_sample"))
-    row("1", "  context switches/sample", lambda b: R(cfg, b, "csw"),
+    row("1", "  context switches/stop", lambda b: R(cfg, b, "csw"),
         "floor " + f(fw, "%.2f"), fw, "%.2f", "-", lambda v, rt: "-",
         lambda b: RS(cfg, b, "csw"))
-    row("1", "  target stopped/sample, us", lambda b: R(cfg, b, "stopped"),
+    row("1", "  target stopped/stop, us", lambda b: R(cfg, b, "stopped"),
         "floor " + f(FL(cfg, "rt")), FL(cfg, "rt"), "%.1f", "-", lambda v, rt: "-",
         lambda b: RS(cfg, b, "stopped"))
 
