@@ -200,7 +200,7 @@ for cfg, label in (("d30", "idle"), ("d30busy", "busy (2 loops)")):
         continue
     fc, fs, fw = FL(cfg, "cpu"), FL(cfg, "sysc"), FL(cfg, "csw")
     where = "1 thread depth 30 999 Hz, %s" % label
-    row("1", "CPU us/stop (a stack taken), " + where, lambda b: R(cfg, b, "cpu"),
+    row("1", "CPU us/stop, " + where, lambda b: R(cfg, b, "cpu"),
         "floor " + f(fc), fc, "%.1f", "<= 2x floor", lambda v, rt: met(rt, "<=", 2),
         lambda b: RS(cfg, b, "cpu"))
     row("1", "  the same, sampling thread only", lambda b: R(cfg, b, "thread_us"),
