@@ -291,10 +291,11 @@ static int set_up(struct cp_session *s)
  * on_late; cp_session_config.sched_deadline):
  * SCHED_DEADLINE, a reservation of a quarter of a CPU (runtime = period /
  * DL_SHARE, deadline = period: 16 ms or the tick's, dl_period).  Not
- * from the start (unless the machine is crowded already): a thread of this class wakes on the CPU it last ran on
- * and takes it from the target's thread there rather than going to an
- * idle CPU, which cost 20-40 % more CPU per sample on a quiet machine
- * (bench/cost.sh goal 1: 107.9 against 77.9 us, 1 busy thread).
+ * from the start unless the machine is crowded already (crowded): a
+ * thread of this class wakes on the CPU it last ran on and takes it from
+ * the target's thread there rather than going to an idle CPU, which cost
+ * 20-40 % more CPU per sample on a quiet machine (bench/cost.sh goal 1:
+ * 107.9 against 77.9 us, 1 busy thread).
  * A woken thread of this class runs at once, ahead of every thread of the
  * target, and the kernel itself caps what it can take: past its runtime
  * it waits for the next period, so a tick's work that grows (thousands of
@@ -412,8 +413,8 @@ static uint64_t tick_ns(const struct cp_session *s)
 
 /* Are there already more runnable threads than CPUs we may run on (one
  * at least waiting for a CPU)?  Then the sampling thread takes
- * SCHED_DEADLINE from the start rather
- * than at its first missed tick (cp_session_config.sched_deadline 0):
+ * SCHED_DEADLINE from the start rather than at its first missed tick
+ * (cp_session_config.sched_deadline 0):
  * on a crowded machine a tick is missed within a second (0.09-1.41 s in
  * 3 s runs with 8 busy threads on 2 CPUs), and the class costs no CPU
  * there that a free CPU would have spared.  */

@@ -1671,7 +1671,10 @@ int cp_target_set_regs(struct cp_target *t, pid_t tid,
  * new image instead, at an address that means nothing there (an int3
  * put back after a step that another thread's execve cut short).  */
 #define MEM_FILES 16
-static struct mem_file { pid_t pid; int fd; } mem_files[MEM_FILES]; /* pid 0: free */
+static struct mem_file {
+	pid_t pid; /* 0: a free slot */
+	int fd;
+} mem_files[MEM_FILES];
 static pthread_mutex_t mem_files_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Called with mem_files_lock held.  */
