@@ -366,8 +366,8 @@ static bool set_normal(int nice)
  * several stops (8 busy threads: up to 1.9 ms of work, p99 0.33 ms) or
  * unwinds a new module's code.  8 busy threads on 2 CPUs at 999 Hz, the
  * class taken from the start, ticks missed in 3 s runs: 11 and 14 with
- * the tick's own period (250 us per 1 ms), 0-12 with 4 ticks, 0 in 12
- * runs of 14 with 16 ms (10 in the other two, at start-up).  */
+ * the tick's own period (250 us per 1 ms), 0-12 with 4 ticks, 0 in 11
+ * runs of 13 with 16 ms (10 in the other two, in their first 15 ms).  */
 static uint64_t dl_period(uint64_t tick_ns)
 {
 	return tick_ns < DL_PERIOD_NS ? DL_PERIOD_NS : tick_ns;
