@@ -2,7 +2,8 @@
  * wakes HZ times a second for SECONDS as cprof-attach's sampling thread
  * does (ppoll with the time left to the next tick, in the class that
  * session.c's take_priority asks for: SCHED_DEADLINE with a quarter of
- * the period as its runtime up to 1000 Hz, otherwise or when refused
+ * 16 ms (or of the tick, if longer) as its runtime up to 1000 Hz,
+ * otherwise or when refused
  * nice -10 with a 100 us scheduler slice), doing
  * nothing, and counts the ticks it missed by the sampler's rule (a
  * wake-up a whole period or more after its tick).  What it misses beside
@@ -48,9 +49,10 @@ int main(int argc, char **argv)
 	attr.size = sizeof(attr);
 	attr.sched_policy = 6; /* SCHED_DEADLINE */
 	attr.sched_flags = 1;  /* reset on fork */
-	attr.sched_runtime = period / 4;
-	attr.sched_deadline = period;
-	attr.sched_period = period;
+	uint64_t reserve = period < 16000000u ? 16000000u : period;
+	attr.sched_runtime = reserve / 4;
+	attr.sched_deadline = reserve;
+	attr.sched_period = reserve;
 	if (period < 1000000u || syscall(SYS_sched_setattr, 0, &attr, 0) != 0) {
 		memset(&attr, 0, sizeof(attr));
 		attr.size = sizeof(attr);

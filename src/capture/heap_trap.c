@@ -740,17 +740,11 @@ void cp_heap_trap_run_steps(struct cp_heap *h)
 		struct cp_int3 *bp = cp_heap_trap_find(h, cp_regs_pc(&regs));
 		if (!bp)
 			continue;
-		if (cp_heap_trap_restore(h->pid, bp) < 0) {
+		/* (An execve meanwhile: no byte put back, and the exec hook
+		 * ended the steps with the phase.)  */
+		if (cp_int3_step(h->target, tid, bp) == -CP_E_SYS)
 			cp_heap_fail(h, -CP_E_SYS);
-			continue;
-		}
-		uint64_t image = cp_target_images(h->target);
-		cp_target_step(h->target, tid);
 		h->s.stepped++;
-		if (cp_target_images(h->target) != image)
-			break; /* the image of BP is gone */
-		if (insert_bp(h, bp) < 0)
-			cp_heap_fail(h, -CP_E_SYS);
 	}
 	h->steps.n = 0;
 	cp_target_release_all(h->target);

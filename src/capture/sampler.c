@@ -101,9 +101,7 @@ struct cp_sampler {
 	int sig_fd;                  /* SIGCHLD: a tracee reported */
 	uint64_t next_tick;          /* CLOCK_MONOTONIC ns of the next
 				      * deadline */
-	/* on_late: ticks missed for want of a CPU; told once */
-	uint64_t late_sched_missed;
-	bool late_told;
+	bool late_told;              /* on_late was called */
 	uint64_t end;                /* the duration's end, 0: none */
 	uint64_t next_progress;
 	bool events;                 /* a tracee may have reported */
@@ -868,9 +866,12 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 		uint64_t woke = now_ns();
 		/* A wake-up a period or more after the time asked for: a
 		 * tick missed for want of a CPU (the scheduler's), not for
-		 * work of ours that ran past its deadline.  */
-		if (wake > now && woke >= wake + r->period)
-			r->late_sched_missed++;
+		 * work of ours that ran past its deadline.  Told once.  */
+		if (wake > now && woke >= wake + r->period && o->on_late &&
+		    !r->late_told) {
+			r->late_told = true;
+			o->on_late(o->on_late_arg);
+		}
 		if (woke >= r->next_tick) {
 			uint64_t expirations =
 				1 + (woke - r->next_tick) / r->period;
@@ -880,11 +881,6 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			stats->ticks_scheduled += expirations;
 			stats->ticks_missed += expirations - 1;
 			cp_hist_add(&stats->tick_late, woke - due);
-			if (o->on_late && !r->late_told &&
-			    r->late_sched_missed) {
-				r->late_told = true;
-				o->on_late(o->on_late_arg);
-			}
 			rc = tick(r);
 			cp_hist_add(&stats->tick_work, now_ns() - woke);
 			if (rc < 0)

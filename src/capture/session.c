@@ -45,10 +45,12 @@ struct cp_session {
 	int exit_status;              /* of a launched command, -1 unknown */
 	bool niced;                   /* config.nice was taken */
 	bool sliced;                  /* a short slice was asked for */
-	uint64_t dl_period_ns;        /* SCHED_DEADLINE taken: its period */
+	uint64_t dl_period_ns;        /* SCHED_DEADLINE taken: the tick
+					 period it was taken for */
 	uint64_t dl_after_ns;         /* ... this long after sampling began
 					 (the last time sampling took it) */
-	uint64_t dl_last_period_ns;   /* ... its period; 0: not taken */
+	uint64_t dl_last_period_ns;   /* ... that tick period; 0: not
+					 taken */
 	/* sampling */
 	struct cp_sampler *sampler;   /* while sampling is on */
 	struct cp_sampler_options sample_options;
@@ -585,7 +587,8 @@ int cp_session_sample_start(struct cp_session *s,
 	s->dl_last_period_ns = 0;
 	s->run_start_ns = monotonic_ns();
 	bool dl = s->config.sched_deadline > 0 ||
-		  (s->config.sched_deadline == 0 && crowded());
+		  (s->config.sched_deadline == 0 && s->config.nice &&
+		   crowded());
 	take_priority(s, dl ? tick_ns(s) : 0);
 	s->dl_after_ns = 0; /* from the start */
 	if (s->config.sched_deadline == 0 && !s->sample_options.on_late) {

@@ -1070,16 +1070,14 @@ int cp_target_thread_run(struct cp_target *target, struct cp_thread *th,
 	if (th->run_fd < 0) {
 		if (th->no_run)
 			return -CP_E_SYS;
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/sched",
-			 (int)target->pid, (int)th->tid);
-		th->run_fd = open(path, O_RDONLY | O_CLOEXEC);
-		th->run_sched = th->run_fd >= 0;
-		if (th->run_fd < 0) {
-			snprintf(path, sizeof(path),
-				 "/proc/%d/task/%d/schedstat",
-				 (int)target->pid, (int)th->tid);
+		/* The sched file first (it has the voluntary switches). */
+		static const char *const names[] = {"sched", "schedstat"};
+		for (size_t i = 0; i < 2 && th->run_fd < 0; i++) {
+			char path[64];
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/%s",
+				 (int)target->pid, (int)th->tid, names[i]);
 			th->run_fd = open(path, O_RDONLY | O_CLOEXEC);
+			th->run_sched = i == 0;
 		}
 		if (th->run_fd < 0) {
 			th->no_run = true;
@@ -1710,13 +1708,26 @@ static void mem_file_close(pid_t pid)
 	pthread_mutex_unlock(&mem_files_lock);
 }
 
-/* PID's address space is (now) the one to write into.  */
+/* PID's address space is (now) the one to write into: its file opened
+ * again, in one step, so no write comes between the close and the open
+ * (a write then would open its own, on whichever image is there).  */
 static void mem_file_open(pid_t pid)
 {
-	mem_file_close(pid);
 	pthread_mutex_lock(&mem_files_lock);
+	struct mem_file *m = mem_file_slot(pid, false);
+	if (m) {
+		close(m->fd);
+		m->pid = 0;
+	}
 	mem_file_slot(pid, true);
 	pthread_mutex_unlock(&mem_files_lock);
+}
+
+static ssize_t mem_rw(int fd, uint64_t addr, void *buf, size_t len,
+		      bool write_it)
+{
+	return write_it ? pwrite(fd, buf, len, (off_t)addr)
+			: pread(fd, buf, len, (off_t)addr);
 }
 
 static int mem_io(pid_t pid, uint64_t addr, void *buf, size_t len,
@@ -1727,8 +1738,7 @@ static int mem_io(pid_t pid, uint64_t addr, void *buf, size_t len,
 	pthread_mutex_lock(&mem_files_lock);
 	struct mem_file *m = mem_file_slot(pid, true);
 	if (m) {
-		n = write_it ? pwrite(m->fd, buf, len, (off_t)addr)
-			     : pread(m->fd, buf, len, (off_t)addr);
+		n = mem_rw(m->fd, addr, buf, len, write_it);
 		saved = errno;
 	}
 	pthread_mutex_unlock(&mem_files_lock);
@@ -1739,8 +1749,7 @@ static int mem_io(pid_t pid, uint64_t addr, void *buf, size_t len,
 		int fd = open(path, (write_it ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 		if (fd < 0)
 			return -CP_E_SYS;
-		n = write_it ? pwrite(fd, buf, len, (off_t)addr)
-			     : pread(fd, buf, len, (off_t)addr);
+		n = mem_rw(fd, addr, buf, len, write_it);
 		saved = errno;
 		close(fd);
 	}
