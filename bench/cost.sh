@@ -189,7 +189,7 @@ FLOOR=$B/ptrace_floor
 MIX=$B/mixthreads
 
 EV=task-clock,context-switches,raw_syscalls:sys_enter
-KINDS=(wait4 ppoll ptrace read pread64 rt_sigprocmask process_vm_readv rt_sigtimedwait
+KINDS=(wait4 ppoll epoll_pwait2 ptrace read pread64 rt_sigprocmask process_vm_readv rt_sigtimedwait
 	openat close futex clock_nanosleep write)
 for k in "${KINDS[@]}"; do EV+=,syscalls:sys_enter_$k; done
 if ! perf stat -x, -o "$TMP/probe.stat" -e "$EV" -- true >/dev/null 2>&1; then

@@ -131,7 +131,7 @@ has_base = "base" in builds or any(k.endswith(".base") or ".base." in k for k in
 if runs:
     kinds = sorted({k.split("sys_enter_")[1] for rs in runs.values() for r in rs
                     for k in r["ev"] if "sys_enter_" in k})
-    order = ["wait4", "ppoll", "ptrace", "read", "pread64", "rt_sigprocmask",
+    order = ["wait4", "ppoll", "epoll_pwait2", "ptrace", "read", "pread64", "rt_sigprocmask",
              "process_vm_readv", "rt_sigtimedwait", "openat", "close", "futex",
              "clock_nanosleep", "write"]
     kinds = [k for k in order if k in kinds] + [k for k in kinds if k not in order]

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -806,6 +808,38 @@ static pid_t start_hog(void)
 	return pid;
 }
 
+/* Whether this kernel lets us open a thread's CPU clock as cprof does
+ * (a perf task-clock event with a period): then CPU mode uses the
+ * clocks, else it reads run times at its ticks.  */
+static bool perf_clock_available(void)
+{
+	struct perf_event_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_TASK_CLOCK;
+	attr.sample_period = 1000000;
+	attr.disabled = 1;
+	int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1,
+			      PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* The two ways CPU mode learns that a thread is due, as loop tests: 0,
+ * the threads' CPU clocks (where the kernel gives them); 1, run times
+ * read at each tick (CPROF_NO_CLOCKS, as where perf_event_open is
+ * refused).  */
+static void clocks_mode(int i)
+{
+	if (i == 1)
+		setenv("CPROF_NO_CLOCKS", "1", 1);
+	else
+		unsetenv("CPROF_NO_CLOCKS");
+}
+
 /* CPU mode counts CPU time, not time in the run queue: xz -T2 on a host
  * with twice as many busy loops as CPUs spends most of its time runnable
  * but waiting.  The profile's samples, times the period, come to the CPU
@@ -854,10 +888,12 @@ START_TEST(test_cpu_time_overloaded)
 	const unsigned hz = 99;
 	snprintf(freq, sizeof(freq), "%u", hz);
 	struct cpu_window w;
+	clocks_mode(_i);
 	cpu_window_begin(&w, xz);
 	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, pid_text, "-F", freq,
-					  "-d", "3", "-o", output, NULL);
+					  "-v", "-d", "3", "-o", output, NULL);
 	cpu_window_end(&w);
+	unsetenv("CPROF_NO_CLOCKS");
 	int status;
 	bool ran_on = waitpid(xz, &status, WNOHANG) == 0;
 	kill(xz, SIGKILL);
@@ -868,6 +904,11 @@ START_TEST(test_cpu_time_overloaded)
 	}
 	CHECK_RUN(ran_on, run, no_profile,
 		  "xz ended during the run: the input is too small here");
+	bool clocks = strstr(run->err, "on-CPU selection: the CPU clocks") !=
+		      NULL;
+	CHECK_RUN(clocks == (_i == 0 && perf_clock_available()), run,
+		  no_profile, "-v %s the threads' CPU clocks (CPROF_NO_CLOCKS %s)",
+		  clocks ? "names" : "does not name", _i ? "set" : "unset");
 	char *text = tu_read_file(output);
 	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
 	struct tu_profile *profile = expect_profile_text(run, text);
@@ -1470,7 +1511,64 @@ START_TEST(test_verbose_costs)
 			  "-v: %.1f system calls per stop, fewer than a stop takes",
 			  per_stop);
 	}
+	/* How threads were found due: their CPU clocks, where the kernel
+	 * gives them.  */
+	CHECK_RUN((strstr(run->err, "on-CPU selection: the CPU clocks (perf "
+				    "task-clock) of 1 thread;") != NULL) ==
+			  perf_clock_available(),
+		  run, profile, "-v and perf_event_open disagree on the clocks");
 	tu_profile_free(profile);
+}
+END_TEST
+
+/* A thread other than the leader that calls execve takes the leader's
+ * TID: in CPU mode it must go on being sampled under that TID (its CPU
+ * clock is the exec'ing thread's, not the old leader's, which is gone).
+ * execloop 3 300: four generations of 300 ms, odd ones exec'd from the
+ * helper thread; the last runs its work on the leader's TID after such
+ * an exec, so the leader has samples in the run's last fifth.  */
+START_TEST(test_exec_leader_sampled)
+{
+	const char *dir = tu_temp_dir();
+	ck_assert_ptr_nonnull(dir);
+	char output[4096];
+	snprintf(output, sizeof(output), "%s/exec.raw", dir);
+	struct tu_run *run = tu_cprof_run(
+		RUN_TIMEOUT_MS, "-q", "-F", "499", "--format", "raw", "-o",
+		output, "--", CP_BUILD_DIR "/fixtures/execloop", "3", "300",
+		NULL);
+	CHECK_RUN(tu_run_exit_code(run) == 0, run, no_profile,
+		  "cprof-attach -- execloop exited with %d",
+		  tu_run_exit_code(run));
+	char *text = tu_read_file(output);
+	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
+	const char *target = strstr(text, "\n# target ");
+	CHECK_RUN(target != NULL, run, no_profile, "no # target line: %.200s",
+		  text);
+	long leader = strtol(target + 10, NULL, 10);
+	double last = 0;
+	size_t lines = 0;
+	for (const char *l = text; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+		double t;
+		long tid;
+		if (*l != '#' && sscanf(l, "%lf %ld", &t, &tid) == 2 && t > last)
+			last = t;
+	}
+	size_t leader_late = 0;
+	for (const char *l = text; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+		double t;
+		long tid;
+		if (*l == '#' || sscanf(l, "%lf %ld", &t, &tid) != 2)
+			continue;
+		lines++;
+		leader_late += tid == leader && t > 0.8 * last;
+	}
+	CHECK_RUN(lines > 0 && leader_late > 0, run, no_profile,
+		  "%zu samples, none of the leader %ld after %.2f s (the run "
+		  "ended at %.2f s)",
+		  lines, leader, 0.8 * last, last);
+	free(text);
+	unlink(output);
 }
 END_TEST
 
@@ -2005,7 +2103,7 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_launch_command_exits);
 
 	tcase = new_case(suite, "cpu_time", 60);
-	tcase_add_test(tcase, test_cpu_time_overloaded);
+	tcase_add_loop_test(tcase, test_cpu_time_overloaded, 0, 2);
 
 	tcase = new_case(suite, "launch_status", 60);
 	tcase_add_test(tcase, test_launch_status_make);
@@ -2032,6 +2130,7 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_output_file_atomic);
 	tcase_add_test(tcase, test_quiet);
 	tcase_add_test(tcase, test_verbose_costs);
+	tcase_add_test(tcase, test_exec_leader_sampled);
 
 	tcase = new_case(suite, "jobcontrol", 30);
 	tcase_add_loop_test(tcase, test_group_stop_survives, 0,

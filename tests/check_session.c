@@ -316,6 +316,72 @@ START_TEST(stop_leaves_threads_running)
 }
 END_TEST
 
+/* Descriptors of this process that are perf events (the threads' CPU
+ * clocks, the -v system call counter).  */
+static size_t perf_fds(void)
+{
+	size_t n = 0;
+	for (int fd = 0; fd < 4096; fd++) {
+		char path[64], link[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		ssize_t len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = '\0';
+		n += strcmp(link, "anon_inode:[perf_event]") == 0;
+	}
+	return n;
+}
+
+/* CPU mode's thread clocks (issue 15: true on-CPU selection) count only
+ * inside a run: the CPU a busy target spends between two runs adds no
+ * samples to the second (its clock's records from meanwhile are
+ * dropped), and after the detach no clock is left open.  With the
+ * clocks refused by the kernel, the ticks do the same job: the bound
+ * holds either way.  */
+START_TEST(clocks_count_inside_runs)
+{
+	struct tu_proc *fx = tu_fixture_start("chain-O0", "60", NULL);
+	ck_assert_ptr_nonnull(fx);
+	ck_assert(tu_wait_cpu_ticks(fx->pid, 2, READY_TIMEOUT_MS));
+	size_t fds_before = perf_fds();
+	struct cp_session *s = NULL;
+	ck_assert_int_eq(cp_session_new(NULL, &s), 0);
+	ck_assert_int_eq(cp_session_attach(s, fx->pid, NULL, 0, false, NULL), 0);
+	const unsigned hz = 499;
+	struct cp_sampler_options so = {.frequency = hz, .max_depth = 16};
+	ck_assert_int_eq(cp_session_sample_start(s, &so), 0);
+	uint64_t t0 = monotonic_ns();
+	sample_for(s, 0.3);
+	uint64_t run1 = monotonic_ns() - t0;
+	uint64_t total1 = cp_profile_total(cp_session_profile(s));
+	bool clocks = cp_session_sample_stats(s)->threads_clocked > 0;
+	/* Busy for 0.6 s outside a run.  */
+	struct timespec pause = {0, 600 * 1000 * 1000};
+	nanosleep(&pause, NULL);
+	t0 = monotonic_ns();
+	sample_for(s, 0.3);
+	uint64_t run2 = monotonic_ns() - t0;
+	uint64_t total2 = cp_profile_total(cp_session_profile(s));
+	ck_assert_int_eq(cp_session_sample_stop(s), 0);
+	fprintf(stderr, "clocks %s: %" PRIu64 " samples in %.3f s, then %"
+		PRIu64 " in %.3f s\n", clocks ? "on" : "refused", total1,
+		run1 / 1e9, total2 - total1, run2 / 1e9);
+	ck_assert_uint_gt(total1, 0);
+	/* The one thread runs at most the run's wall time: its samples
+	 * stand for no more (a bound by the measured time, with a margin
+	 * for a tick at either end).  The 0.6 s between runs would add
+	 * about 300.  */
+	ck_assert_uint_le(total2 - total1,
+			  (uint64_t)((double)run2 / 1e9 * hz * 1.1) + 3);
+	ck_assert_uint_eq(perf_fds(), fds_before + (clocks ? 1 : 0));
+	ck_assert_int_eq(cp_session_detach(s), -1);
+	ck_assert_uint_eq(perf_fds(), fds_before);
+	cp_session_free(s);
+	ck_assert_int_eq(tu_traced_tasks(fx->pid), 0);
+}
+END_TEST
+
 /* struct sched_attr, its first version.  */
 struct sched_attr_v1 {
 	uint32_t size, sched_policy;
@@ -442,6 +508,7 @@ int main(void)
 	tcase_add_test(tc, nothing_attached);
 	tcase_add_test(tc, stop_leaves_threads_running);
 	tcase_add_test(tc, sampling_thread_class);
+	tcase_add_test(tc, clocks_count_inside_runs);
 	suite_add_tcase(suite, tc);
 	SRunner *runner = srunner_create(suite);
 	srunner_run_all(runner, CK_NORMAL);

@@ -92,8 +92,15 @@ struct cp_sampler_stats {
 	double elapsed;           /* seconds since the first tick */
 	double duration;          /* requested, <= 0 when open-ended */
 	uint64_t samples;         /* stacks recorded */
-	uint64_t ticks_scheduled; /* deadlines that came due */
-	uint64_t ticks_missed;    /* deadlines skipped because we were late */
+	/* Deadlines that came due, and those skipped because we were late.
+	 * In CPU mode a thread with a clock (threads_clocked) has no
+	 * deadline of its own: each period it ran counts, and the periods
+	 * beyond one that a wake-up of ours found are missed.  */
+	uint64_t ticks_scheduled;
+	uint64_t ticks_missed;
+	/* CPU mode: the most threads whose own CPU clock (a perf task-clock
+	 * event) told when they were due, instead of a look at each tick.  */
+	uint64_t threads_clocked;
 	uint64_t threads_seen;
 	size_t threads_now;
 	uint64_t unwind_errors;   /* snapshots whose pc could not be read */

@@ -26,6 +26,11 @@ struct cp_thread {
 			       * -1 before */
 	bool run_sched;       /* RUN_FD is the sched file */
 	bool no_run;          /* neither could be opened: not asked again */
+	int clock_fd;         /* its CPU clock (capture/clock.h), -1: none */
+	bool no_clock;        /* the clock was refused: not asked again */
+	void *clock_ring;     /* the clock's ring, mapped */
+	uint64_t clock_period;/* ns of CPU time per record */
+	uint32_t clock_owner; /* the sampler whose epoll has it, 0: none */
 	bool selected;        /* sampled (all threads unless -t was given) */
 	bool group_stopped;   /* in a group-stop (SIGSTOP): resumed with LISTEN */
 	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */

@@ -7,11 +7,13 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "capture/blocked.h"
+#include "capture/clock.h"
 #include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
@@ -137,6 +139,14 @@ struct cp_sampler {
 	size_t nunstopped, unstopped_cap;
 	uint32_t truncated_loc;       /* the "[truncated]" frame, or
 				       * UINT32_MAX until first needed */
+	/* CPU mode: the threads' CPU clocks (capture/clock.h), readable
+	 * when a thread has run a period; waited for with SIG_FD in one
+	 * epoll.  Threads without one are looked at each tick.  */
+	int ep_fd;                    /* -1: ticks only */
+	uint32_t serial;              /* this sampler, as clock_owner */
+	size_t synced_seen, synced_n; /* the thread table when last synced */
+	size_t tick_threads;          /* selected threads without a clock */
+	bool clocks_on;               /* counting (inside a step) */
 };
 
 /* A thread off the CPU, read without a stop at a tick.  */
@@ -614,21 +624,50 @@ static int serve(struct cp_sampler *r, bool collect, unsigned spin_us,
 	return r->error;
 }
 
+/* Room in R->tids for N threads.  */
+static int tids_room(struct cp_sampler *r, size_t n)
+{
+	if (n <= r->tids_cap)
+		return 0;
+	pid_t *grown = realloc(r->tids, n * sizeof(*grown));
+	if (!grown)
+		return -CP_E_NOMEM;
+	r->tids = grown;
+	r->tids_cap = n;
+	return 0;
+}
+
+/* Ask the COUNT threads of R->tids to stop at once; serve each as it
+ * stops.  No thread waits for another's snapshot, and a thread that must
+ * first get a CPU is served when it does, without holding up the
+ * clock.  */
+static int stop_and_serve(struct cp_sampler *r, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		cp_target_interrupt(r->target, r->tids[i]);
+	/* No stop asked for: nothing to collect (a report of another kind
+	 * raises SIGCHLD, which wakes the step).  Of more threads than
+	 * there are CPUs, at most that many can be on one and stop within
+	 * microseconds; the others stop when they get a CPU, and are served
+	 * when their SIGCHLD wakes the step, not waited for here.  */
+	size_t want = count < r->cpus - 1 ? count : r->cpus - 1;
+	if (want == 0)
+		want = 1;
+	return serve(r, false, count ? SPIN_US : 0, want);
+}
+
+static bool clocked(const struct cp_sampler *r, const struct cp_thread *th)
+{
+	return r->ep_fd >= 0 && th->clock_fd >= 0 &&
+	       th->clock_owner == r->serial;
+}
+
 static int tick(struct cp_sampler *r)
 {
-	/* Ask every thread that matters to stop at once; serve each as it
-	 * stops.  No thread waits for another's snapshot, and a thread that
-	 * must first get a CPU is served when it does, without holding up
-	 * the clock.  */
 	size_t n;
 	struct cp_thread *threads = cp_target_threads(r->target, &n);
-	if (n > r->tids_cap) {
-		pid_t *grown = realloc(r->tids, n * sizeof(*grown));
-		if (!grown)
-			return -CP_E_NOMEM;
-		r->tids = grown;
-		r->tids_cap = n;
-	}
+	if (tids_room(r, n) < 0)
+		return -CP_E_NOMEM;
 	size_t count = 0;
 	uint64_t t_ns = now_ns() - r->start;
 	if (r->blocked)
@@ -644,7 +683,8 @@ static int tick(struct cp_sampler *r)
 		 * never stopped.  A stop of ours still on its way: the CPU
 		 * time it runs meanwhile is counted at its next reading.  */
 		if (!r->o->wall) {
-			if (threads[i].group_stopped || threads[i].interrupting)
+			if (threads[i].group_stopped ||
+			    threads[i].interrupting || clocked(r, &threads[i]))
 				continue;
 			if (cpu_due(r, &threads[i]))
 				r->tids[count++] = threads[i].tid;
@@ -667,17 +707,101 @@ static int tick(struct cp_sampler *r)
 	}
 	if (r->blocked)
 		cp_blocked_prune(r->blocked);
-	for (size_t i = 0; i < count; i++)
-		cp_target_interrupt(r->target, r->tids[i]);
-	/* No stop asked for: nothing to collect (a report of another kind
-	 * raises SIGCHLD, which wakes the step).  Of more threads than
-	 * there are CPUs, at most that many can be on one and stop within
-	 * microseconds; the others stop when they get a CPU, and are served
-	 * when their SIGCHLD wakes the step, not waited for here.  */
-	size_t want = count < r->cpus - 1 ? count : r->cpus - 1;
-	if (want == 0)
-		want = 1;
-	return serve(r, false, count ? SPIN_US : 0, want);
+	return stop_and_serve(r, count);
+}
+
+/* ------------------------------------------------------ CPU clocks */
+
+/* Give every selected thread a clock of this sampler's period, in its
+ * epoll (counting if the step is on), once the thread table changed
+ * (FORCE: whatever it is).  A thread whose clock is refused is looked
+ * at each tick instead.  */
+static void clocks_sync(struct cp_sampler *r, bool force)
+{
+	if (r->ep_fd < 0)
+		return;
+	size_t n;
+	struct cp_thread *threads = cp_target_threads(r->target, &n);
+	size_t seen = cp_target_threads_seen(r->target);
+	if (!force && seen == r->synced_seen && n == r->synced_n)
+		return;
+	r->synced_seen = seen;
+	r->synced_n = n;
+	size_t ticking = 0, clocks = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct cp_thread *th = &threads[i];
+		if (!th->selected)
+			continue;
+		if (th->clock_fd >= 0 && th->clock_period != r->period)
+			cp_thread_clock_close(th);
+		if (th->clock_fd < 0 && !th->no_clock)
+			cp_thread_clock_open(th, r->period);
+		if (th->clock_fd >= 0 && th->clock_owner != r->serial) {
+			struct epoll_event ev = {
+				.events = EPOLLIN | EPOLLET,
+				.data.u64 = (uint64_t)th->tid,
+			};
+			if (epoll_ctl(r->ep_fd, EPOLL_CTL_ADD, th->clock_fd,
+				      &ev) < 0 ||
+			    (r->clocks_on &&
+			     cp_thread_clock_enable(th, true) < 0)) {
+				cp_thread_clock_close(th);
+				th->no_clock = true;
+			} else {
+				th->clock_owner = r->serial;
+			}
+		}
+		if (clocked(r, th))
+			clocks++;
+		else
+			ticking++;
+	}
+	r->tick_threads = ticking;
+	if (clocks > r->stats->threads_clocked)
+		r->stats->threads_clocked = clocks;
+}
+
+/* Start (ON) or stop the clocks counting: they count only while a step
+ * runs, so that the target pays nothing between steps.  */
+static void clocks_switch(struct cp_sampler *r, bool on)
+{
+	if (r->ep_fd < 0 || r->clocks_on == on)
+		return;
+	r->clocks_on = on;
+	size_t n;
+	struct cp_thread *threads = cp_target_threads(r->target, &n);
+	for (size_t i = 0; i < n; i++)
+		if (clocked(r, &threads[i]))
+			cp_thread_clock_enable(&threads[i], on);
+}
+
+/* Thread TID's clock is readable: the periods it ran since its last
+ * sample.  A thread due is put in R->tids[*COUNT] for a stop; its sample
+ * weighs the periods (a stop already on its way takes them too).  A
+ * wake-up that found more than one period is late by that much: those
+ * are ticks missed, as a tick the sampling thread slept through is.  */
+static void clock_due(struct cp_sampler *r, pid_t tid, size_t *count)
+{
+	struct cp_thread *th = cp_target_thread(r->target, tid);
+	if (!th || !clocked(r, th))
+		return;
+	uint64_t periods = cp_thread_clock_take(th);
+	struct acct *a = periods ? acct_of(r, tid, true) : NULL;
+	if (!a)
+		return;
+	r->stats->ticks_scheduled += periods;
+	uint64_t owed = (uint64_t)a->owed + periods;
+	bool stop = !th->interrupting && !th->group_stopped && !th->stopped;
+	if (stop) {
+		owed--;
+		r->stats->ticks_missed += periods - 1;
+		if (periods > 1 && r->o->on_late && !r->late_told) {
+			r->late_told = true;
+			r->o->on_late(r->o->on_late_arg);
+		}
+		r->tids[(*count)++] = tid;
+	}
+	a->owed = owed > UINT32_MAX ? UINT32_MAX : (uint32_t)owed;
 }
 
 static void fill_live_stats(struct cp_sampler *r, uint64_t start)
@@ -719,6 +843,7 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	r->stats = &r->own_stats;
 	r->truncated_loc = UINT32_MAX;
 	r->sig_fd = -1;
+	r->ep_fd = -1;
 	r->stats->duration = o->duration;
 	int rc = -CP_E_NOMEM;
 	size_t depth = o->max_depth ? o->max_depth : 1;
@@ -739,6 +864,28 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	rc = -CP_E_SYS;
 	if (r->sig_fd < 0)
 		goto fail;
+	/* CPU mode: each thread's own CPU clock tells when it is due
+	 * (capture/clock.h), unless the gate keeps a clock of its own or
+	 * CPROF_NO_CLOCKS asks for the ticks alone (how cprof sampled
+	 * before; also where perf_event_open is refused).  */
+	const char *no_clocks = getenv("CPROF_NO_CLOCKS");
+	if (!o->wall && !o->gate && !(no_clocks && *no_clocks))
+		r->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (r->ep_fd >= 0) {
+		static uint32_t serials;
+		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+		struct timespec zero = {0, 0};
+		/* A kernel older than 5.11 has no epoll_pwait2.  */
+		if (epoll_ctl(r->ep_fd, EPOLL_CTL_ADD, r->sig_fd, &ev) < 0 ||
+		    epoll_pwait2(r->ep_fd, &ev, 1, &zero, NULL) < 0) {
+			close(r->ep_fd);
+			r->ep_fd = -1;
+		}
+		do
+			r->serial = __atomic_add_fetch(&serials, 1,
+						       __ATOMIC_RELAXED);
+		while (r->serial == 0);
+	}
 	/* The symbolizer thread must not take the signals a step waits
 	 * for: started with them blocked, it never unblocks them.  */
 	sigset_t block, saved;
@@ -795,6 +942,8 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 	uint64_t deadline = r->end;
 	if (until_ns && (!deadline || until_ns < deadline))
 		deadline = until_ns;
+	clocks_sync(r, true);
+	clocks_switch(r, true);
 	for (;;) {
 		if ((stop && *stop) || (o->stop && *o->stop)) {
 			stats->interrupted = true;
@@ -821,6 +970,9 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 				if (cp_symbols_addrspace(r->symbols) != space)
 					cp_addrspace_exec(
 						cp_symbols_addrspace(r->symbols));
+				/* The exec'ing thread lost its clock if it
+				 * took the leader's TID.  */
+				clocks_sync(r, true);
 			}
 		}
 		if (cp_target_exited(r->target)) {
@@ -828,6 +980,8 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			why = CP_SAMPLER_EXITED;
 			break;
 		}
+		/* Threads born (or gone) get (or lose) their clocks.  */
+		clocks_sync(r, false);
 		uint64_t now = now_ns();
 		if (deadline && now >= deadline)
 			break;
@@ -836,10 +990,12 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			o->progress(o->progress_arg, stats);
 			r->next_progress = now + 250000000ull;
 		}
-		/* Wait for the next tick, a tracee event, the end, or the next
+		/* Wait for the next tick (when a thread has no clock), a
+		 * thread's clock, a tracee event, the end, or the next
 		 * progress update; SIGINT/SIGTERM/SIGHUP are unblocked only
 		 * here, atomically.  */
-		uint64_t wake = r->next_tick;
+		bool ticking = r->ep_fd < 0 || r->tick_threads > 0;
+		uint64_t wake = ticking ? r->next_tick : UINT64_MAX;
 		if (deadline && deadline < wake)
 			wake = deadline;
 		if (o->progress && r->next_progress < wake)
@@ -850,12 +1006,33 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			timeout.tv_sec = (time_t)(rel / 1000000000u);
 			timeout.tv_nsec = (long)(rel % 1000000000u);
 		}
-		struct pollfd fds[1] = {{r->sig_fd, POLLIN, 0}};
 		/* Also when a deadline has passed already (a zero timeout):
 		 * the signals that end the run get in only here.  */
-		int ready = ppoll(fds, 1, &timeout, &wait_mask);
+		bool chld = false;
+		size_t ndue = 0;
+		if (r->ep_fd >= 0) {
+			struct epoll_event evs[64];
+			int ready = epoll_pwait2(
+				r->ep_fd, evs, 64,
+				wake == UINT64_MAX ? NULL : &timeout, &wait_mask);
+			if (ready > 0 && tids_room(r, (size_t)ready) < 0) {
+				rc = -CP_E_NOMEM;
+				break;
+			}
+			for (int i = 0; i < ready; i++) {
+				if (evs[i].data.u64 == 0)
+					chld = true;
+				else
+					clock_due(r, (pid_t)evs[i].data.u64,
+						  &ndue);
+			}
+		} else {
+			struct pollfd fds[1] = {{r->sig_fd, POLLIN, 0}};
+			int ready = ppoll(fds, 1, &timeout, &wait_mask);
+			chld = ready > 0 && (fds[0].revents & POLLIN);
+		}
 		r->events = false;
-		if (ready > 0 && (fds[0].revents & POLLIN)) {
+		if (chld) {
 			/* SIGCHLD is the only signal of the descriptor and
 			 * is never queued twice: one read takes it.  */
 			struct signalfd_siginfo info[8];
@@ -864,6 +1041,19 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			r->events = true;
 		}
 		uint64_t woke = now_ns();
+		if (ndue) {
+			rc = stop_and_serve(r, ndue);
+			cp_hist_add(&stats->tick_work, now_ns() - woke);
+			if (rc < 0)
+				break;
+		}
+		if (!ticking) {
+			/* No tick is due while every thread has a clock.  */
+			if (woke >= r->next_tick)
+				r->next_tick += (1 + (woke - r->next_tick) /
+						 r->period) * r->period;
+			continue;
+		}
 		/* A wake-up a period or more after the time asked for: a
 		 * tick missed for want of a CPU (the scheduler's), not for
 		 * work of ours that ran past its deadline.  Told once.  */
@@ -899,6 +1089,7 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 				name_thread(r, threads[i].tid);
 	}
 	fill_live_stats(r, r->start);
+	clocks_switch(r, false);
 	/* Drop a SIGCHLD still pending from the tracees, so restoring the
 	 * mask does not deliver it to a caller that does not expect it (the
 	 * next step serves whatever the tracees reported meanwhile).  */
@@ -985,6 +1176,8 @@ void cp_sampler_free(struct cp_sampler *r)
 		return;
 	if (!r->finished)
 		cp_profile_free(cp_sampler_finish(r));
+	if (r->ep_fd >= 0)
+		close(r->ep_fd);
 	if (r->sig_fd >= 0)
 		close(r->sig_fd);
 	free(r->stream);

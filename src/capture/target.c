@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capture/clock.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "arch/x86_64/regs.h"
@@ -127,6 +128,7 @@ static struct cp_thread *add_thread(struct cp_target *t, pid_t tid,
 		 (int)tid);
 	th->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
 	th->run_fd = -1;
+	th->clock_fd = -1;
 	cp_procfs_comm(t->pid, tid, th->name, sizeof(th->name));
 	return th;
 }
@@ -138,6 +140,7 @@ static void remove_thread(struct cp_target *t, struct cp_thread *th)
 		close(th->stat_fd);
 	if (th->run_fd >= 0)
 		close(th->run_fd);
+	cp_thread_clock_close(th);
 	t->threads[i] = t->threads[t->nthreads - 1];
 	t->bounds[i] = t->bounds[t->nthreads - 1];
 	t->nthreads--;
@@ -157,6 +160,7 @@ static void free_target(struct cp_target *t)
 			close(t->threads[i].stat_fd);
 		if (t->threads[i].run_fd >= 0)
 			close(t->threads[i].run_fd);
+		cp_thread_clock_close(&t->threads[i]);
 	}
 	free(t->threads);
 	free(t->bounds);
@@ -506,6 +510,10 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 				if (!th)
 					return EV_GONE;
 			}
+			/* The leader's entry is the exec'ing thread's now:
+			 * the CPU clock it has counts the old leader, gone
+			 * (the sampler opens one for the thread).  */
+			cp_thread_clock_close(th);
 		}
 		if (th->vfork_child) {
 			/* It has its own memory now, without our bytes.  */

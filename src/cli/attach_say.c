@@ -222,6 +222,9 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 			(double)cp_hist_quantile(&s->stop_latency, 0.5) / 1000.0,
 			(double)cp_hist_quantile(&s->stop_latency, 0.99) / 1000.0);
 	}
+	if (o->verbose && !o->wall && s->threads_clocked)
+		message("on-CPU selection: the CPU clocks (perf task-clock) of %" PRIu64 " thread%s; a thread is stopped when it has run a period",
+			s->threads_clocked, s->threads_clocked == 1 ? "" : "s");
 	if (o->verbose && !o->wall)
 		message("%" PRIu64 " ticks found a thread runnable but not "
 			"run since its last sample (waiting for a CPU): not "

@@ -1,0 +1,37 @@
+/* A thread's CPU clock: a perf task-clock event on one thread of the
+ * target, counting only the time the thread runs on a CPU and writing a
+ * record to a small ring every PERIOD of it.  Its descriptor turns
+ * readable (poll, epoll) at each record, so the sampler learns that a
+ * thread is due for a sample when it is, without reading anything at a
+ * tick: a thread waiting for a CPU or asleep costs nothing, and a thread
+ * that ran K periods since its last sample says K.  The events are the
+ * kernel's software clock (no hardware counter); perf_event_open may
+ * still be refused (perf_event_paranoid for an unprivileged user, a
+ * seccomp filter), and then the sampler reads run times at its ticks as
+ * before.  Internal to libcprof: the target closes a thread's clock when
+ * the thread goes.  */
+#ifndef CPROF_CLOCK_H
+#define CPROF_CLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cprof/target.h"
+
+/* Open TH's clock for PERIOD_NS of CPU time per record, disabled (see
+ * cp_thread_clock_enable).  Returns its descriptor, or -CP_E_SYS (errno
+ * kept) with TH->no_clock set so that it is not asked again.  */
+int cp_thread_clock_open(struct cp_thread *th, uint64_t period_ns);
+
+/* Start (ON) or stop TH's clock counting.  Records left from before are
+ * dropped on starting.  Returns 0 or -CP_E_SYS.  */
+int cp_thread_clock_enable(struct cp_thread *th, bool on);
+
+/* The periods TH ran since the last call (its records, lost ones
+ * included), consumed.  Reads the shared ring only: no system call.  */
+uint64_t cp_thread_clock_take(struct cp_thread *th);
+
+/* Close TH's clock, if it has one (a thread that goes, a detach).  */
+void cp_thread_clock_close(struct cp_thread *th);
+
+#endif
