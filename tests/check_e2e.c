@@ -20,6 +20,7 @@
 #include <string.h>
 #include <linux/perf_event.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -322,17 +323,62 @@ END_TEST
 #define PATH_D TU_FRAMES("worker_main", "path_d1", "path_d2")
 #define PATH_LATE TU_FRAMES("late_main", "late_1", "late_2")
 
+/* Whether this kernel lets us open a thread's CPU clock as cprof does
+ * (a perf task-clock event with a period): then CPU mode uses the
+ * clocks, else it reads run times at its ticks.  */
+static bool perf_clock_available(void)
+{
+	struct perf_event_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_TASK_CLOCK;
+	attr.sample_period = 1000000;
+	attr.disabled = 1;
+	int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1,
+			      PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* The two ways CPU mode learns that a thread is due, as loop tests: 0,
+ * the threads' CPU clocks (where the kernel gives them); 1, run times
+ * read at each tick (CPROF_NO_CLOCKS, as where perf_event_open is
+ * refused).  */
+static void clocks_mode(int i)
+{
+	if (i == 1)
+		setenv("CPROF_NO_CLOCKS", "1", 1);
+	else
+		unsetenv("CPROF_NO_CLOCKS");
+}
+
 /* Attach, then make the fixture start a thread and end another while the
  * profiler runs: every worker's chain, and the late thread's, must be in
  * the profile.  The fixtures' shared helpers (fixture.h) are always
  * inlined; the tests about call chains pass --no-inline so the chains are
  * the fixtures' own functions (inlined frames are tested in
- * check_symbols).  */
+ * check_symbols).  As a loop test, the three ways CPU mode finds the
+ * threads that ran: 0, their CPU clocks; 1, the ticks (CPROF_NO_CLOCKS);
+ * 2, the ticks again because cprof-attach is short of descriptors
+ * (RLIMIT_NOFILE 200: a clock is opened only with 256 left for the rest),
+ * which must cost nothing else: the frames are named all the same.  */
 START_TEST(test_threads_follow)
 {
 	struct tu_proc *fixture = ready(tu_fixture_start("threads", LONG_RUN,
 							 NULL));
-	struct tu_run *run = tu_cprof_start("--no-inline", "-d", "3", fixture->pid_text, NULL);
+	struct rlimit files, saved;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	files = saved;
+	if (_i == 2 && files.rlim_cur > 200)
+		files.rlim_cur = 200;
+	clocks_mode(_i == 1);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &files), 0);
+	struct tu_run *run = tu_cprof_start("-v", "--no-inline", "-d", "3", fixture->pid_text, NULL);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	unsetenv("CPROF_NO_CLOCKS");
 	struct tu_profile *profile;
 	const struct {
 		const char *label;
@@ -361,6 +407,11 @@ START_TEST(test_threads_follow)
 		CHECK_RUN(tu_profile_count_contiguous(profile, chains[i].frames)
 			  > 0, run, profile, "no sample of %s",
 			  chains[i].label);
+	bool clocks = strstr(run->err, "on-CPU selection: the CPU clocks") !=
+		      NULL;
+	CHECK_RUN(clocks == (_i == 0 && perf_clock_available()), run, profile,
+		  "mode %d: -v %s the threads' CPU clocks", _i,
+		  clocks ? "names" : "does not name");
 	tu_profile_free(profile);
 }
 END_TEST
@@ -806,38 +857,6 @@ static pid_t start_hog(void)
 			;
 	}
 	return pid;
-}
-
-/* Whether this kernel lets us open a thread's CPU clock as cprof does
- * (a perf task-clock event with a period): then CPU mode uses the
- * clocks, else it reads run times at its ticks.  */
-static bool perf_clock_available(void)
-{
-	struct perf_event_attr attr;
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_TASK_CLOCK;
-	attr.sample_period = 1000000;
-	attr.disabled = 1;
-	int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1,
-			      PERF_FLAG_FD_CLOEXEC);
-	if (fd < 0)
-		return false;
-	close(fd);
-	return true;
-}
-
-/* The two ways CPU mode learns that a thread is due, as loop tests: 0,
- * the threads' CPU clocks (where the kernel gives them); 1, run times
- * read at each tick (CPROF_NO_CLOCKS, as where perf_event_open is
- * refused).  */
-static void clocks_mode(int i)
-{
-	if (i == 1)
-		setenv("CPROF_NO_CLOCKS", "1", 1);
-	else
-		unsetenv("CPROF_NO_CLOCKS");
 }
 
 /* CPU mode counts CPU time, not time in the run queue: xz -T2 on a host
@@ -2078,7 +2097,7 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_chain_O2);
 
 	tcase = new_case(suite, "threads", 30);
-	tcase_add_test(tcase, test_threads_follow);
+	tcase_add_loop_test(tcase, test_threads_follow, 0, 3);
 	tcase_add_test(tcase, test_threads_names);
 
 	tcase = new_case(suite, "recurse", 30);

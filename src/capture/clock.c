@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,6 +17,11 @@
  * is a bare header (8 bytes, sample_type 0): 512 fit, and the sampler
  * takes them at each wake-up.  */
 #define RING_PAGES 2
+
+/* Descriptors left for everything else (debug files, /proc files, the
+ * output): a target with thousands of threads gets clocks for as many
+ * as the limit allows beyond these, and ticks for the rest.  */
+#define FD_RESERVE 256
 
 static size_t page_size(void)
 {
@@ -41,6 +47,14 @@ int cp_thread_clock_open(struct cp_thread *th, uint64_t period_ns)
 	attr.wakeup_events = 1; /* readable at every record */
 	int fd = (int)syscall(SYS_perf_event_open, &attr, th->tid, -1, -1,
 			      PERF_FLAG_FD_CLOEXEC);
+	struct rlimit files;
+	if (fd >= 0 && getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+	    files.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)fd + FD_RESERVE >= files.rlim_cur) {
+		close(fd);
+		fd = -1;
+		errno = EMFILE;
+	}
 	if (fd < 0) {
 		th->no_clock = true;
 		return -CP_E_SYS;
