@@ -188,6 +188,12 @@ WORKLOAD=$B/workload-O2
 FLOOR=$B/ptrace_floor
 MIX=$B/mixthreads
 
+# The system call counts need the tracepoints: tracefs at its usual place
+# (a fresh machine may not have it mounted; root mounts it).
+if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null &&
+		echo "   mounted tracefs on /sys/kernel/tracing (for the system call counts)"
+fi
 EV=task-clock,context-switches,raw_syscalls:sys_enter
 KINDS=(wait4 ppoll epoll_pwait2 ptrace read pread64 rt_sigprocmask process_vm_readv rt_sigtimedwait
 	openat close futex clock_nanosleep write)
