@@ -1152,7 +1152,13 @@ void cp_sampler_settle(struct cp_sampler *r)
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &chld, &saved);
-	cp_target_serve(r->target, SETTLE_US, NULL, NULL);
+	/* The step dropped the SIGCHLD of reports it left for the next
+	 * step (R->events): collect those first, without sleeping, since
+	 * their signal is gone; a stop that comes later raises its own.  */
+	if (r->events)
+		cp_target_serve(r->target, 0, NULL, NULL);
+	if (cp_target_interrupts_outstanding(r->target))
+		cp_target_serve(r->target, SETTLE_US, NULL, NULL);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 }
 
