@@ -336,9 +336,11 @@ static size_t perf_fds(void)
 /* CPU mode's thread clocks (issue 15: true on-CPU selection) count only
  * inside a run: the CPU a busy target spends between two runs adds no
  * samples to the second (its clock's records from meanwhile are
- * dropped), and after the detach no clock is left open.  With the
- * clocks refused by the kernel, the ticks do the same job: the bound
- * holds either way.  */
+ * dropped), and after the detach no clock is left open.  The bound is
+ * of the clocks: with ticks (CPROF_NO_CLOCKS, or clocks refused) the
+ * CPU run between two steps is still credited to the next step's first
+ * sample (the run time is compared with its last reading), and this
+ * test fails there.  */
 START_TEST(clocks_count_inside_runs)
 {
 	struct tu_proc *fx = tu_fixture_start("chain-O0", "60", NULL);
