@@ -1705,14 +1705,20 @@ static struct mem_file *mem_file_slot(pid_t pid, bool add)
 	return free_slot;
 }
 
-static void mem_file_close(pid_t pid)
+/* Close PID's file, if open; the lock held.  */
+static void mem_file_drop(pid_t pid)
 {
-	pthread_mutex_lock(&mem_files_lock);
 	struct mem_file *m = mem_file_slot(pid, false);
 	if (m) {
 		close(m->fd);
 		m->pid = 0;
 	}
+}
+
+static void mem_file_close(pid_t pid)
+{
+	pthread_mutex_lock(&mem_files_lock);
+	mem_file_drop(pid);
 	pthread_mutex_unlock(&mem_files_lock);
 }
 
@@ -1722,11 +1728,7 @@ static void mem_file_close(pid_t pid)
 static void mem_file_open(pid_t pid)
 {
 	pthread_mutex_lock(&mem_files_lock);
-	struct mem_file *m = mem_file_slot(pid, false);
-	if (m) {
-		close(m->fd);
-		m->pid = 0;
-	}
+	mem_file_drop(pid);
 	mem_file_slot(pid, true);
 	pthread_mutex_unlock(&mem_files_lock);
 }
