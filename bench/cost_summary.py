@@ -68,12 +68,20 @@ for err in glob.glob(out + "/runs/*.err"):
     r["latency"] = float(m.group(1)) if m else NAN
     m = re.search(r"(\d+) stops; our CPU", text)
     r["stops"] = float(m.group(1)) if m else r["samples"]
-    if not m:
+    # samples without a stop (the clocks' copies): figures per sample
+    copies = re.search(r"(\d+) samples, (\d+) of them by stops; our CPU", text)
+    if copies:
+        r["stops"] = float(copies.group(1))
+    elif not m:
         no_stop_count.add(build)
     m = re.search(r"\(([0-9.]+) us on the sampling thread\)", text)
     r["thread_us"] = float(m.group(1)) if m else NAN
     m = re.search(r"([0-9.]+) system calls per stop, ([0-9.]+) per sample, on the sampling thread", text)
     r["thr_sysc"], r["thr_sysc_sample"] = (float(m.group(1)), float(m.group(2))) if m else (NAN, NAN)
+    # samples without a stop (the clocks' copies): one figure, per sample
+    m = re.search(r"([0-9.]+) system calls per sample, on the sampling thread", text)
+    if m:
+        r["thr_sysc"] = r["thr_sysc_sample"] = float(m.group(1))
     m = re.search(r"tick: wake-up after its deadline median ([0-9.]+) us", text)
     r["late"] = float(m.group(1)) if m else NAN
     ev = {}

@@ -343,16 +343,33 @@ static bool perf_clock_available(void)
 	return true;
 }
 
-/* The two ways CPU mode learns that a thread is due, as loop tests: 0,
- * the threads' CPU clocks (where the kernel gives them); 1, run times
- * read at each tick (CPROF_NO_CLOCKS, as where perf_event_open is
- * refused).  */
+/* The ways CPU mode samples a thread, as loop tests: 0, the threads' CPU
+ * clocks, whose records carry a copy of the registers and stack (where
+ * the kernel gives them); 1, run times read at each tick
+ * (CPROF_NO_CLOCKS, as where perf_event_open is refused), and a stop;
+ * 2, the clocks, and a stop when one says a thread is due
+ * (CPROF_CLOCK_STOPS).  */
 static void clocks_mode(int i)
 {
 	if (i == 1)
 		setenv("CPROF_NO_CLOCKS", "1", 1);
 	else
 		unsetenv("CPROF_NO_CLOCKS");
+	if (i == 2)
+		setenv("CPROF_CLOCK_STOPS", "1", 1);
+	else
+		unsetenv("CPROF_CLOCK_STOPS");
+}
+
+/* What -v says of how the samples were taken matches MODE
+ * (clocks_mode): copies in mode 0 only, stops in the others.  */
+static bool sampled_as(const struct tu_run *run, int mode)
+{
+	bool copies = strstr(run->err, "samples without a stop") != NULL;
+	if (mode == 0 && perf_clock_available())
+		return copies &&
+		       strstr(run->err, ", 0 of them by stops; our CPU") != NULL;
+	return !copies && strstr(run->err, " stops; our CPU") != NULL;
 }
 
 /* Attach, then make the fixture start a thread and end another while the
@@ -513,6 +530,53 @@ START_TEST(test_recurse_deep)
 	CHECK_RUN(deep * 100 >= total * 90, run, profile,
 		  "only %" PRIu64 " of %" PRIu64 " samples show main, >= 200 "
 		  "recurse frames and recurse_bottom as the leaf", deep, total);
+	tu_profile_free(profile);
+}
+END_TEST
+
+/* CPU mode unwinds the copy of 32 KiB of stack that each clock record
+ * carries; 4000 recurse frames go far beyond it.  The first sample says
+ * so ("[truncated]" as its outermost frame) and the thread is stopped for
+ * its samples from then on, with its whole stack: at most one sample is
+ * cut short, every other one reaches main, and those at the bottom of
+ * the recursion show all of it.  (At this depth the recursion down and
+ * up is a good share of the fixture's time.)  Where the kernel gives no
+ * clocks (or no copies) every sample is a stop's.  */
+START_TEST(test_recurse_beyond_copy)
+{
+	struct tu_proc *fixture = ready(tu_fixture_start("recurse", LONG_RUN,
+							 "4000", NULL));
+	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "--no-inline", "-v",
+					  "--max-depth", "5000", "-d", "1",
+					  fixture->pid_text, NULL);
+	struct tu_profile *profile = expect_profile(run);
+	uint64_t total = tu_profile_total(profile);
+	uint64_t deep = 0, cut = 0, whole = 0;
+
+	for (size_t i = 0; i < profile->count; i++) {
+		const struct tu_stack *stack = &profile->stacks[i];
+		if (is_deep_recursion(stack, 4000))
+			deep += stack->count;
+		for (size_t f = 0; f < stack->depth; f++)
+			if (strcmp(stack->frames[f], "[truncated]") == 0)
+				cut += stack->count;
+		for (size_t f = 0; f < stack->depth && f < 4; f++)
+			if (strcmp(stack->frames[f], "main") == 0)
+				whole += stack->count;
+	}
+	CHECK_RUN(cut <= 1, run, profile,
+		  "%" PRIu64 " samples end in [truncated]: the thread was not "
+		  "sampled by stops after its copy fell short", cut);
+	CHECK_RUN(whole + cut == total && deep > 0, run, profile,
+		  "of %" PRIu64 " samples, %" PRIu64 " reach main, %" PRIu64
+		  " are cut short and %" PRIu64 " show main, >= 4000 recurse "
+		  "frames and recurse_bottom as the leaf",
+		  total, whole, cut, deep);
+	if (cut)
+		CHECK_RUN(strstr(run->err, "1 thread with a deeper stack than "
+					   "the copy sampled by stops") != NULL,
+			  run, profile,
+			  "-v does not say the thread went to stops");
 	tu_profile_free(profile);
 }
 END_TEST
@@ -912,7 +976,7 @@ START_TEST(test_cpu_time_overloaded)
 	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, pid_text, "-F", freq,
 					  "-v", "-d", "3", "-o", output, NULL);
 	cpu_window_end(&w);
-	unsetenv("CPROF_NO_CLOCKS");
+	clocks_mode(0);
 	int status;
 	bool ran_on = waitpid(xz, &status, WNOHANG) == 0;
 	kill(xz, SIGKILL);
@@ -925,9 +989,12 @@ START_TEST(test_cpu_time_overloaded)
 		  "xz ended during the run: the input is too small here");
 	bool clocks = strstr(run->err, "on-CPU selection: the CPU clocks") !=
 		      NULL;
-	CHECK_RUN(clocks == (_i == 0 && perf_clock_available()), run,
-		  no_profile, "-v %s the threads' CPU clocks (CPROF_NO_CLOCKS %s)",
-		  clocks ? "names" : "does not name", _i ? "set" : "unset");
+	CHECK_RUN(clocks == (_i != 1 && perf_clock_available()), run,
+		  no_profile, "mode %d: -v %s the threads' CPU clocks", _i,
+		  clocks ? "names" : "does not name");
+	CHECK_RUN(sampled_as(run, _i), run, no_profile,
+		  "mode %d: -v does not say the samples were taken by %s", _i,
+		  _i == 0 ? "copies alone" : "stops alone");
 	char *text = tu_read_file(output);
 	CHECK_RUN(text != NULL, run, no_profile, "%s was not written", output);
 	struct tu_profile *profile = expect_profile_text(run, text);
@@ -1494,19 +1561,53 @@ START_TEST(test_quiet)
 }
 END_TEST
 
+/* Copies (clocks_mode 0): -v says what a sample costs us, our CPU and
+ * context switches and the sampling thread's system calls per sample;
+ * a sample without a stop takes a wake-up, or less when several records
+ * are taken at once, and no stop's calls.  */
+static void verbose_copy_costs(struct tu_run *run, struct tu_profile *profile)
+{
+	CHECK_RUN(strstr(run->err, " of them by stops; our CPU ") != NULL &&
+			  strstr(run->err, "context switches per sample") != NULL,
+		  run, profile, "-v: no line on our CPU per sample");
+	if (access("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id",
+		   R_OK) != 0)
+		return;
+	const char *calls = strstr(run->err, " system calls per sample, ");
+	CHECK_RUN(calls != NULL, run, profile,
+		  "-v: no system calls per sample although tracefs has raw_syscalls");
+	while (calls > run->err && calls[-1] != ':' && calls[-1] != '\n')
+		calls--;
+	double per_sample = strtod(calls, NULL);
+	CHECK_RUN(per_sample > 0.0 && per_sample < 4.0, run, profile,
+		  "-v: %.1f system calls per sample without a stop", per_sample);
+}
+
 /* -v says what a stop costs us: the stops, our CPU and context switches
  * per stop, the system calls of the sampling thread per stop (counted by
  * the kernel, where tracefs gives the tracepoint), the ticks' timing and
  * the stop latency.  A sampler makes at least an interrupt, a wait, a
  * register read and a resume per stop: fewer counted calls would mean
- * the count is not of the sampling thread.  */
+ * the count is not of the sampling thread.  As a loop test: 0, the
+ * clocks' copies (verbose_copy_costs, where the kernel gives them); 1,
+ * stops (CPROF_CLOCK_STOPS).  */
 START_TEST(test_verbose_costs)
 {
 	struct tu_proc *fixture = ready(tu_fixture_start("chain-O0", LONG_RUN,
 							 NULL));
+	clocks_mode(_i == 0 ? 0 : 2);
 	struct tu_run *run = tu_cprof_run(RUN_TIMEOUT_MS, "-v", "-F", "499",
 					  "-d", "0.5", fixture->pid_text, NULL);
+	clocks_mode(0);
 	struct tu_profile *profile = expect_profile(run);
+	CHECK_RUN(sampled_as(run, _i == 0 ? 0 : 2), run, profile,
+		  "mode %d: -v does not say the samples were taken by %s", _i,
+		  _i == 0 ? "copies alone" : "stops alone");
+	if (_i == 0 && perf_clock_available()) {
+		verbose_copy_costs(run, profile);
+		tu_profile_free(profile);
+		return;
+	}
 	const char *line = strstr(run->err, " stops; our CPU ");
 	CHECK_RUN(line != NULL, run, profile, "-v: no line on our CPU per stop");
 	CHECK_RUN(strstr(run->err, "context switches per stop") != NULL, run,
@@ -2102,6 +2203,7 @@ static Suite *e2e_suite(void)
 
 	tcase = new_case(suite, "recurse", 30);
 	tcase_add_test(tcase, test_recurse_deep);
+	tcase_add_test(tcase, test_recurse_beyond_copy);
 	tcase_add_test(tcase, test_recurse_max_depth);
 
 	tcase = new_case(suite, "sleepers", 30);
@@ -2122,7 +2224,7 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_launch_command_exits);
 
 	tcase = new_case(suite, "cpu_time", 60);
-	tcase_add_loop_test(tcase, test_cpu_time_overloaded, 0, 2);
+	tcase_add_loop_test(tcase, test_cpu_time_overloaded, 0, 3);
 
 	tcase = new_case(suite, "launch_status", 60);
 	tcase_add_test(tcase, test_launch_status_make);
@@ -2148,7 +2250,7 @@ static Suite *e2e_suite(void)
 	tcase_add_test(tcase, test_error_output_no_process);
 	tcase_add_test(tcase, test_output_file_atomic);
 	tcase_add_test(tcase, test_quiet);
-	tcase_add_test(tcase, test_verbose_costs);
+	tcase_add_loop_test(tcase, test_verbose_costs, 0, 2);
 	tcase_add_test(tcase, test_exec_leader_sampled);
 
 	tcase = new_case(suite, "jobcontrol", 30);

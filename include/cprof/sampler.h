@@ -101,6 +101,12 @@ struct cp_sampler_stats {
 	/* CPU mode: the most threads whose own CPU clock (a perf task-clock
 	 * event) told when they were due, instead of a look at each tick.  */
 	uint64_t threads_clocked;
+	/* CPU mode: samples taken without a stop, from the registers and
+	 * stack the kernel copied into a thread's clock record at the
+	 * period's end; threads whose copies fell short of their frames
+	 * (a deeper stack than the copy), sampled by stops after.  */
+	uint64_t samples_copied;
+	uint64_t threads_copy_short;
 	uint64_t threads_seen;
 	size_t threads_now;
 	uint64_t unwind_errors;   /* snapshots whose pc could not be read */

@@ -31,6 +31,11 @@ struct cp_thread {
 	void *clock_ring;     /* the clock's ring, mapped */
 	uint64_t clock_period;/* ns of CPU time per record */
 	uint32_t clock_owner; /* the sampler whose epoll has it, 0: none */
+	uint32_t clock_copy;  /* bytes of stack each record copies (with the
+			       * registers), 0: a bare record */
+	size_t clock_ring_bytes; /* the ring's mapped size */
+	bool no_copy;         /* copies fell short of its stack: its
+			       * clock stays bare (samples by stops) */
 	bool selected;        /* sampled (all threads unless -t was given) */
 	bool group_stopped;   /* in a group-stop (SIGSTOP): resumed with LISTEN */
 	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */
@@ -61,6 +66,9 @@ struct cp_snapshot {
 	size_t stack_len;          /* bytes valid in stack[] */
 	size_t stack_cap;          /* size of the buffer */
 	unsigned char *stack;      /* owned by whoever filled it; reused */
+	bool copied_running;       /* taken by the kernel as the thread ran
+				    * on: nothing beyond the copy may be
+				    * read from the live target */
 };
 
 #define CP_TARGET_STACK_MAX (256 * 1024)

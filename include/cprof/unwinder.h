@@ -72,6 +72,13 @@ size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 			  const struct cp_snapshot *snap, uint64_t *pcs,
 			  size_t max);
 
+/* The same, and in *ENDED whether the last frame is the outermost (its
+ * return address undefined: _start, clone): a stack copy that falls
+ * short of the thread's frames ends the unwind before.  */
+size_t cp_unwinder_unwind_ended(struct cp_unwinder *uw,
+				const struct cp_snapshot *snap, uint64_t *pcs,
+				size_t max, bool *ended);
+
 /* The same, but straight through libunwind-ptrace on thread TID, which
  * must be stopped: every memory read is a ptrace call.  Kept to measure
  * the snapshot method against (make bench).  */

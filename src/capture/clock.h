@@ -19,9 +19,16 @@
 #include "cprof/target.h"
 
 /* Open TH's clock for PERIOD_NS of CPU time per record, disabled (see
- * cp_thread_clock_enable).  Returns its descriptor, or -CP_E_SYS (errno
- * kept) with TH->no_clock set so that it is not asked again.  */
-int cp_thread_clock_open(struct cp_thread *th, uint64_t period_ns);
+ * cp_thread_clock_enable).  COPY not 0: each record also carries the
+ * thread's registers and COPY bytes of its stack from the stack pointer
+ * up, copied by the kernel at the period's end (as perf record
+ * --call-graph dwarf takes them), so that the sample needs no stop; the
+ * ring then holds a few such records.  Returns its descriptor, or
+ * -CP_E_SYS (errno kept) with TH->no_clock set so that it is not asked
+ * again.  A clock with copies refused is opened bare (TH->clock_copy
+ * 0).  */
+int cp_thread_clock_open(struct cp_thread *th, uint64_t period_ns,
+			 uint32_t copy);
 
 /* Start (ON) or stop TH's clock counting.  Records left from before are
  * dropped on starting.  Returns 0 or -CP_E_SYS.  */
@@ -30,6 +37,27 @@ int cp_thread_clock_enable(struct cp_thread *th, bool on);
 /* The periods TH ran since the last call (its records, lost ones
  * included), consumed.  Reads the shared ring only: no system call.  */
 uint64_t cp_thread_clock_take(struct cp_thread *th);
+
+/* A record with a copy: the thread's registers (perf's order,
+ * CP_REGS_PERF_MASK; NULL when the period ended in a kernel thread's
+ * context) and its stack from REGS' stack pointer, taken at TIME_NS
+ * (CLOCK_MONOTONIC).  Valid during the callback only.  */
+struct cp_clock_sample {
+	pid_t tid;
+	uint64_t time_ns;
+	const uint64_t *regs;
+	const unsigned char *stack;
+	size_t stack_len;
+};
+
+/* Take TH's records as cp_thread_clock_take does, giving FN each sample
+ * with its copy, in order; a record that wraps around the ring's end is
+ * put together in *SCRATCH (grown; *SCRATCH_CAP its size).  Returns the
+ * periods, the lost ones included (they have no sample).  */
+uint64_t cp_thread_clock_take_samples(
+	struct cp_thread *th, unsigned char **scratch, size_t *scratch_cap,
+	void (*fn)(void *arg, const struct cp_clock_sample *sample),
+	void *arg);
 
 /* Close TH's clock, if it has one (a thread that goes, a detach).  */
 void cp_thread_clock_close(struct cp_thread *th);

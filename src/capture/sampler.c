@@ -147,7 +147,24 @@ struct cp_sampler {
 	size_t synced_seen, synced_n; /* the thread table when last synced */
 	size_t tick_threads;          /* selected threads without a clock */
 	bool clocks_on;               /* counting (inside a step) */
+	/* Bytes of stack each clock record copies (with the registers),
+	 * so that a sample needs no stop; 0: bare clocks.  */
+	uint32_t copy;
+	unsigned char *copy_scratch;  /* a record that wrapped the ring */
+	size_t copy_scratch_cap;
+	bool clocks_dirty;            /* a clock to reopen: sync them */
 };
+
+/* The stack each clock record copies: deep enough for the stacks of
+ * most programs (perf's --call-graph dwarf copies 8 KB); a thread whose
+ * frames go beyond is sampled by stops, which copy up to
+ * CP_TARGET_STACK_MAX.  */
+#define CLOCK_COPY (32 * 1024)
+
+/* Threads whose clocks copy stacks, at most: each ring is about four
+ * copies (a 132 KB mapping), locked in memory; threads beyond get bare
+ * clocks, sampled by stops.  */
+#define COPY_THREADS_MAX 64
 
 /* A thread off the CPU, read without a stop at a tick.  */
 struct unstopped {
@@ -723,19 +740,29 @@ static void clocks_sync(struct cp_sampler *r, bool force)
 	size_t n;
 	struct cp_thread *threads = cp_target_threads(r->target, &n);
 	size_t seen = cp_target_threads_seen(r->target);
-	if (!force && seen == r->synced_seen && n == r->synced_n)
+	if (!force && !r->clocks_dirty && seen == r->synced_seen &&
+	    n == r->synced_n)
 		return;
 	r->synced_seen = seen;
 	r->synced_n = n;
-	size_t ticking = 0, clocks = 0;
+	r->clocks_dirty = false;
+	size_t ticking = 0, clocks = 0, copying = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct cp_thread *th = &threads[i];
 		if (!th->selected)
 			continue;
-		if (th->clock_fd >= 0 && th->clock_period != r->period)
+		uint32_t copy = r->copy && !th->no_copy ? r->copy : 0;
+		if (copy && !th->clock_copy && copying >= COPY_THREADS_MAX)
+			copy = 0;
+		if (th->clock_fd >= 0 && (th->clock_period != r->period ||
+					  th->clock_copy != copy))
 			cp_thread_clock_close(th);
-		if (th->clock_fd < 0 && !th->no_clock)
-			cp_thread_clock_open(th, r->period);
+		if (th->clock_fd < 0 && !th->no_clock &&
+		    cp_thread_clock_open(th, r->period, copy) >= 0 && copy &&
+		    !th->clock_copy)
+			th->no_copy = true; /* refused: not asked again */
+		if (th->clock_copy)
+			copying++;
 		if (th->clock_fd >= 0 && th->clock_owner != r->serial) {
 			struct epoll_event ev = {
 				.events = EPOLLIN | EPOLLET,
@@ -780,11 +807,93 @@ static void clocks_switch(struct cp_sampler *r, bool on)
  * weighs the periods (a stop already on its way takes them too).  A
  * wake-up that found more than one period is late by that much: those
  * are ticks missed, as a tick the sampling thread slept through is.  */
+/* A clock record with a copy, being taken: its thread, and whether a
+ * copy fell short.  */
+struct copy_take {
+	struct cp_sampler *r;
+	pid_t tid;
+	uint64_t samples;
+	bool short_copy;
+};
+
+/* Unwind and record the copy of one clock record: a sample of the
+ * thread at the period's end, taken by the kernel without a stop.  */
+static void on_copy(void *arg, const struct cp_clock_sample *smp)
+{
+	struct copy_take *c = arg;
+	struct cp_sampler *r = c->r;
+	if (r->error || smp->tid != c->tid || !smp->regs)
+		return; /* the period goes to the next sample (owed) */
+	struct cp_snapshot snap = {
+		.tid = c->tid,
+		.stack = (unsigned char *)(uintptr_t)smp->stack,
+		.stack_len = smp->stack_len,
+		.stack_cap = smp->stack_len,
+		.copied_running = true,
+	};
+	cp_regs_from_perf(smp->regs, &snap.regs);
+	snap.stack_addr = cp_regs_sp(&snap.regs);
+	cp_target_learn_stack(r->target, c->tid, snap.stack_addr);
+	size_t max = r->o->max_depth ? r->o->max_depth : 1;
+	bool ended;
+	size_t npcs = cp_unwinder_unwind_ended(r->unwinder, &snap, r->pcs, max,
+					       &ended);
+	c->samples++;
+	if (npcs == 0) {
+		r->stats->unwind_errors++;
+		return;
+	}
+	uint32_t outer = UINT32_MAX;
+	/* The copy was full and the frames stop short of the outermost:
+	 * the stack goes on beyond the copy.  This sample says so; the
+	 * thread is sampled by stops from now on.  */
+	if (!ended && npcs < max && smp->stack_len >= r->copy) {
+		outer = truncated_location(r);
+		r->stats->samples_truncated++;
+		c->short_copy = true;
+	}
+	r->stats->samples_copied++;
+	if (!cp_profile_thread_name(r->profile, c->tid))
+		name_thread(r, c->tid);
+	uint64_t t_ns = smp->time_ns > r->start ? smp->time_ns - r->start : 0;
+	if (record(r, c->tid, t_ns, npcs, outer, NULL) < 0)
+		r->error = -CP_E_NOMEM;
+}
+
+/* Thread TH's clock copies stacks: unwind and record each period's copy
+ * now.  Periods without one (lost records, a period that ended with no
+ * user registers) weigh on the thread's next sample.  */
+static void clock_copies(struct cp_sampler *r, struct cp_thread *th)
+{
+	struct copy_take c = {.r = r, .tid = th->tid};
+	uint64_t periods = cp_thread_clock_take_samples(
+		th, &r->copy_scratch, &r->copy_scratch_cap, on_copy, &c);
+	r->stats->ticks_scheduled += periods;
+	if (periods > c.samples) {
+		r->stats->ticks_missed += periods - c.samples;
+		struct acct *a = acct_of(r, th->tid, true);
+		if (a) {
+			uint64_t owed = (uint64_t)a->owed + periods - c.samples;
+			a->owed = owed > UINT32_MAX ? UINT32_MAX
+						    : (uint32_t)owed;
+		}
+	}
+	if (c.short_copy && !th->no_copy) {
+		th->no_copy = true;
+		r->stats->threads_copy_short++;
+		r->clocks_dirty = true;
+	}
+}
+
 static void clock_due(struct cp_sampler *r, pid_t tid, size_t *count)
 {
 	struct cp_thread *th = cp_target_thread(r->target, tid);
 	if (!th || !clocked(r, th))
 		return;
+	if (th->clock_copy) {
+		clock_copies(r, th);
+		return;
+	}
 	uint64_t periods = cp_thread_clock_take(th);
 	struct acct *a = periods ? acct_of(r, tid, true) : NULL;
 	if (!a)
@@ -871,6 +980,13 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	const char *no_clocks = getenv("CPROF_NO_CLOCKS");
 	if (!o->wall && !o->gate && !(no_clocks && *no_clocks))
 		r->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	/* The clocks copy the stacks (no stop), for the unwinding method
+	 * that works on copies, unless CPROF_CLOCK_STOPS asks for stops
+	 * (how cprof sampled before; also where the copies are
+	 * refused).  */
+	const char *stops = getenv("CPROF_CLOCK_STOPS");
+	if (o->unwind_mode == CP_UNWIND_SNAPSHOT && !(stops && *stops))
+		r->copy = CLOCK_COPY;
 	if (r->ep_fd >= 0) {
 		static uint32_t serials;
 		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
@@ -1010,6 +1126,7 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 		 * the signals that end the run get in only here.  */
 		bool chld = false;
 		size_t ndue = 0;
+		uint64_t copied = r->stats->samples_copied;
 		if (r->ep_fd >= 0) {
 			struct epoll_event evs[64];
 			int ready = epoll_pwait2(
@@ -1041,7 +1158,13 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			r->events = true;
 		}
 		uint64_t woke = now_ns();
-		if (ndue) {
+		if (r->error) {
+			rc = r->error; /* a copy's sample not recorded */
+			break;
+		}
+		if (ndue || r->stats->samples_copied != copied) {
+			/* Copies were recorded: their addresses go to the
+			 * symbolizer, their samples to on_sample.  */
 			rc = stop_and_serve(r, ndue);
 			cp_hist_add(&stats->tick_work, now_ns() - woke);
 			if (rc < 0)
@@ -1188,6 +1311,7 @@ void cp_sampler_free(struct cp_sampler *r)
 		close(r->sig_fd);
 	free(r->stream);
 	free(r->snap_times);
+	free(r->copy_scratch);
 	for (size_t i = 0; i < r->snaps_cap; i++)
 		cp_capture_slot_free(&r->snaps[i]);
 	free(r->snaps);

@@ -1322,6 +1322,7 @@ int cp_target_snapshot_stack(struct cp_target *target, pid_t tid,
 		return -CP_E_GONE;
 	snap->tid = tid;
 	snap->stack_len = 0;
+	snap->copied_running = false; /* the thread is held */
 	/* Start below the stack pointer: leaf code may keep data in the
 	 * 128-byte red zone.  */
 	uint64_t sp = snap->regs.rsp;

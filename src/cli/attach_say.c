@@ -194,37 +194,57 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 			(double)cp_hist_quantile(&s->stopped, 0.99) / 1000.0,
 			share);
 	}
-	if (o->verbose && s->stopped.count) {
+	if (o->verbose && (s->stopped.count || s->samples_copied)) {
 		/* Our own cost, start-up and symbolization included: what a
-		 * user pays per stop (issue 15's goal 1).  */
+		 * user pays per stop, or per sample where samples were taken
+		 * without one (issue 15's goal 1).  */
+		bool by_stops = s->samples_copied == 0;
+		uint64_t per = by_stops ? s->stopped.count : s->samples;
+		const char *unit = by_stops ? "stop" : "sample";
 		struct rusage ru, th;
 		getrusage(RUSAGE_SELF, &ru);
 		getrusage(RUSAGE_THREAD, &th);
-		message("%" PRIu64 " stops; our CPU %.1f us (%.1f us on the sampling thread) and %.2f context switches per stop",
-			s->stopped.count, cpu_us(&ru) / (double)s->stopped.count,
-			cpu_us(&th) / (double)s->stopped.count,
-			(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)s->stopped.count);
+		if (by_stops)
+			message("%" PRIu64 " stops; our CPU %.1f us (%.1f us on the sampling thread) and %.2f context switches per stop",
+				per, cpu_us(&ru) / (double)per,
+				cpu_us(&th) / (double)per,
+				(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)per);
+		else
+			message("%" PRIu64 " samples, %" PRIu64 " of them by stops; our CPU %.1f us (%.1f us on the sampling thread) and %.2f context switches per sample",
+				per, s->stopped.count, cpu_us(&ru) / (double)per,
+				cpu_us(&th) / (double)per,
+				(double)(ru.ru_nvcsw + ru.ru_nivcsw) / (double)per);
 		uint64_t calls;
 		if (syscall_counter >= 0 &&
 		    read(syscall_counter, &calls, sizeof(calls)) ==
-			    (ssize_t)sizeof(calls))
-			message("%.1f system calls per stop, %.1f per sample, on the sampling thread",
-				(double)calls / (double)s->stopped.count,
-				s->samples ? (double)calls / (double)s->samples
-					   : 0.0);
+			    (ssize_t)sizeof(calls)) {
+			if (by_stops)
+				message("%.1f system calls per stop, %.1f per sample, on the sampling thread",
+					(double)calls / (double)per,
+					s->samples ? (double)calls / (double)s->samples
+						   : 0.0);
+			else
+				message("%.1f system calls per %s, on the sampling thread",
+					(double)calls / (double)per, unit);
+		}
 		message("tick: wake-up after its deadline median %.1f us, p99 %.1f us; work median %.1f us, p99 %.1f us, max %.1f us",
 			(double)cp_hist_quantile(&s->tick_late, 0.5) / 1000.0,
 			(double)cp_hist_quantile(&s->tick_late, 0.99) / 1000.0,
 			(double)cp_hist_quantile(&s->tick_work, 0.5) / 1000.0,
 			(double)cp_hist_quantile(&s->tick_work, 0.99) / 1000.0,
 			(double)s->tick_work.max_ns / 1000.0);
-		message("stop latency (interrupt to stop collected): median %.1f us, p99 %.1f us",
-			(double)cp_hist_quantile(&s->stop_latency, 0.5) / 1000.0,
-			(double)cp_hist_quantile(&s->stop_latency, 0.99) / 1000.0);
+		if (s->stopped.count)
+			message("stop latency (interrupt to stop collected): median %.1f us, p99 %.1f us",
+				(double)cp_hist_quantile(&s->stop_latency, 0.5) / 1000.0,
+				(double)cp_hist_quantile(&s->stop_latency, 0.99) / 1000.0);
 	}
 	if (o->verbose && !o->wall && s->threads_clocked)
-		message("on-CPU selection: the CPU clocks (perf task-clock) of %" PRIu64 " thread%s; a thread is stopped when it has run a period",
+		message("on-CPU selection: the CPU clocks (perf task-clock) of %" PRIu64 " thread%s; a thread is sampled when it has run a period",
 			s->threads_clocked, s->threads_clocked == 1 ? "" : "s");
+	if (o->verbose && !o->wall && (s->samples_copied || s->threads_copy_short))
+		message("%" PRIu64 " samples without a stop, from the registers and stack the kernel copied at the period's end; %" PRIu64 " thread%s with a deeper stack than the copy sampled by stops",
+			s->samples_copied, s->threads_copy_short,
+			s->threads_copy_short == 1 ? "" : "s");
 	if (o->verbose && !o->wall)
 		message("%" PRIu64 " ticks found a thread runnable but not "
 			"run since its last sample (waiting for a CPU): not "

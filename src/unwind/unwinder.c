@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arch/x86_64/regs.h"
 #include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
@@ -278,6 +279,12 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp,
 				  strcmp(m->path, "[vdso]") == 0) &&
 	    read_cached(uw, addr, valp, sizeof(*valp)))
 		return 0;
+	/* A copy taken as the thread ran on: its stack now is not what
+	 * the copy saw (other memory, such as a global a rule reads, is
+	 * read as it is now).  */
+	if (s && s->copied_running && m &&
+	    cp_regs_sp(&s->regs) >= m->start && cp_regs_sp(&s->regs) < m->end)
+		return -UNW_EINVAL;
 	if (cp_target_read(uw->pid, addr, valp, sizeof(*valp)) ==
 	    (ssize_t)sizeof(*valp))
 		return 0;
@@ -1147,6 +1154,15 @@ size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 			  const struct cp_snapshot *snap, uint64_t *pcs,
 			  size_t max)
 {
+	return cp_unwinder_unwind_ended(uw, snap, pcs, max, NULL);
+}
+
+size_t cp_unwinder_unwind_ended(struct cp_unwinder *uw,
+				const struct cp_snapshot *snap, uint64_t *pcs,
+				size_t max, bool *ended)
+{
+	if (ended)
+		*ended = false;
 	if (max == 0)
 		return 0;
 	struct walk_end end;
@@ -1157,6 +1173,8 @@ size_t cp_unwinder_unwind(struct cp_unwinder *uw,
 		check_begin(uw, &st);
 	uw->walk_rules = uw->rules_mode != CP_UNWIND_RULES_OFF;
 	size_t n = walk_snapshot(uw, snap, 0, pcs, max, &end, &needed);
+	if (ended)
+		*ended = end.ended;
 	uint64_t *fast_pcs;
 	if (!check || !(fast_pcs = check_buffer(uw, max)))
 		return n;
