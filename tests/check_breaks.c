@@ -507,9 +507,9 @@ END_TEST
  * not held for it (the new image runs to its end).  */
 START_TEST(exec_while_held)
 {
-	/* Three generations of 600 ms: the first execs from its main
-	 * thread, the second from its helper.  */
-	struct tu_proc *fx = tu_fixture_start("execloop", "2", "600", NULL);
+	/* Five generations of 600 ms: 4 and 2 exec from their main thread,
+	 * 3 and 1 from their helper, 0 exits.  */
+	struct tu_proc *fx = tu_fixture_start("execloop", "4", "600", NULL);
 	ck_assert_ptr_nonnull(fx);
 	ck_assert(tu_wait_cpu_ticks(fx->pid, 1, READY_TIMEOUT_MS));
 	struct cp_session *s = attach(fx->pid);
@@ -528,16 +528,21 @@ START_TEST(exec_while_held)
 					 &end),
 				 0);
 	ck_assert_uint_ne(cp_addrspace_epoch(space), epoch);
-	epoch = cp_addrspace_epoch(space);
-	/* Second generation: hold its main thread.  */
+	uint64_t first = epoch;
+	/* Hold the main thread of a generation whose helper execs (3, or
+	 * 1 when generation 3's helper exec'd before its main thread was
+	 * held: the waits pass the helper's hits, and on a loaded machine
+	 * they may take its 600 ms).  Each exec is one epoch.  */
 	bool held_main = false;
-	for (int i = 0; i < 200 && !held_main; i++) {
+	for (int i = 0; i < 400 && !held_main; i++) {
 		struct cp_session_hit hit = wait_hit(s, id);
-		held_main = hit.tid == fx->pid;
+		uint64_t generation = 4 - (cp_addrspace_epoch(space) - first);
+		held_main = hit.tid == fx->pid && generation % 2 == 1;
 		if (!held_main)
 			ck_assert_int_eq(cp_session_continue(s), 0);
 	}
 	ck_assert(held_main);
+	epoch = cp_addrspace_epoch(space);
 	/* Its helper execs meanwhile (the other hits are passed).  */
 	for (int i = 0; i < 3000 && cp_addrspace_epoch(space) == epoch &&
 			end != CP_SESSION_EXITED;
