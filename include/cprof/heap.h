@@ -4,6 +4,15 @@
  *   breakpoints (int3 at malloc, free, ...) -> allocation events
  *     -> heap table (live blocks, sites, timeline) -> profile and writers
  *
+ * Two methods put the int3s there (enum cp_heap_method).  By default the
+ * kernel's: a perf uprobe event per entry point and per return on each
+ * thread, whose records (the registers; at an allocating entry, a copy of
+ * the stack) the tracer turns into the same events, in the order of
+ * their times; the thread never stops for us (one that outruns the
+ * tracer is stopped until its records are taken).  Closing the events
+ * takes the kernel's bytes out, whatever ends cprof-attach.  The other
+ * method is ours, below.
+ *
  * This is the ptrace side: it interprets each trap with the descriptor
  * table of the allocator's entry points (cp_heap_entries) and hands the
  * heap table (cprof/heaptable.h) one plain event per completed call.
@@ -35,7 +44,30 @@
 #include "cprof/target.h"
 #include "cprof/unwinder.h"
 
+/* How the allocator's calls are caught.  */
+enum cp_heap_method {
+	/* The library's choice: traps, for now.  */
+	CP_HEAP_METHOD_AUTO,
+	/* The kernel's uprobes (perf events on each thread): its own int3
+	 * at the entry points, the thread's registers and a copy of its
+	 * stack written to a ring, the thread going on at once.  Refused
+	 * (-CP_E_SYS) when the kernel does not have them or refuses them,
+	 * -CP_E_INVAL with force_step or CP_UNWIND_PTRACE; one tracer
+	 * thread.  Two costs keep it from being the default: closing a
+	 * uprobe event waits for the kernel's grace periods (about 85 ms
+	 * each here, one event per entry point, return and thread: a
+	 * second or more per thread at the end), and a thread that
+	 * outruns the tracer while it waits for a CPU can fill its ring
+	 * before it is stopped (the records lost are counted:
+	 * cp_heap_summary.events_lost).  */
+	CP_HEAP_METHOD_UPROBES,
+	/* Our int3s, written with ptrace, a stop of the thread per call and
+	 * per return.  */
+	CP_HEAP_METHOD_TRAPS,
+};
+
 struct cp_heap_options {
+	enum cp_heap_method method;
 	size_t max_depth;     /* frames kept per stack (>= 1) */
 	double duration;      /* seconds; <= 0: until stopped or exit */
 	volatile sig_atomic_t *stop; /* set by the caller's signal handler */

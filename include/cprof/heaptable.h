@@ -165,6 +165,15 @@ struct cp_heap_summary {
 	uint64_t threads_moved;   /* new threads handed to another tracer
 				   * thread at birth */
 	bool target_exited, target_exec, interrupted;
+	/* The uprobe method (the kernel's probes, records in rings) and
+	 * what only it has to say.  */
+	bool uprobes;
+	uint64_t events_lost;       /* records the kernel could not write */
+	uint64_t threads_throttled; /* stops of a thread whose ring filled
+				     * faster than it was taken */
+	uint64_t threads_untraced;  /* threads whose probes were refused */
+	uint64_t stacks_cut;        /* allocations whose copy was full: their
+				     * stack may go on beyond it */
 	const struct cp_heap_site *sites; /* by stack id; may have gaps */
 	size_t nsites;
 	/* Live bytes recorded at every change, as the highest of each span

@@ -315,6 +315,10 @@ int cp_target_unkeep(struct cp_target *target, pid_t tid);
  * so call it after cp_target_resume, never while the thread is held.  */
 void cp_target_learn_stack(struct cp_target *target, pid_t tid, uint64_t sp);
 
+/* Where the stack of TID ends (the end of the mapping its stack
+ * pointer was learned in), 0 when not learned yet.  */
+uint64_t cp_target_stack_end(struct cp_target *target, pid_t tid);
+
 /* Install HOOKS (copied); NULL removes them.  */
 void cp_target_set_hooks(struct cp_target *target,
 			 const struct cp_target_hooks *hooks);

@@ -13,6 +13,7 @@
 
 #include "arch/x86_64/regs.h"
 #include "capture/heap_trap.h"
+#include "capture/heap_uprobe.h"
 #include "capture/session_hooks.h"
 #include "cprof/error.h"
 #include "symbolize/resolver.h"
@@ -87,6 +88,16 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
 	rc = cp_heap_lane_init(h, &h->lane0, target);
 	if (rc < 0)
 		goto fail;
+	/* The method: the kernel's probes when asked for (not yet the
+	 * default: see enum cp_heap_method).  */
+	if (h->o.method == CP_HEAP_METHOD_UPROBES) {
+		rc = -CP_E_INVAL;
+		if (h->o.force_step || h->o.unwind == CP_UNWIND_PTRACE)
+			goto fail;
+		rc = cp_heap_uprobes_new(h, &h->uprobes);
+		if (rc < 0)
+			goto fail;
+	}
 	/* The symbolizer thread must not take our signals: they are what
 	 * interrupts the wait for the next trap.  */
 	sigset_t all, old;
@@ -124,11 +135,12 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
 		}
 		/* Only the program's first thread, as a rule: the others
 		 * are shared out at birth.  */
-		cp_heap_lanes_start(h, false);
+		if (!cp_heap_uprobes_armed(h))
+			cp_heap_lanes_start(h, false);
 	} else {
 		/* The threads present are shared out before any byte of
 		 * ours is in.  */
-		if (cp_heap_trap_emulable(h))
+		if (!h->uprobes && cp_heap_trap_emulable(h))
 			cp_heap_lanes_start(h, true);
 		/* The threads run meanwhile: writing one byte is atomic for
 		 * them, and a thread reaching an int3 already set is
@@ -157,7 +169,7 @@ size_t cp_heap_breakpoints(const struct cp_heap *h, const char **module)
 {
 	if (module)
 		*module = h->where;
-	return h->nbps;
+	return h->nbps ? h->nbps : h->nprobed;
 }
 
 int cp_heap_run(struct cp_heap *h)
@@ -165,10 +177,39 @@ int cp_heap_run(struct cp_heap *h)
 	return cp_heap_run_until(h, 0, NULL, NULL);
 }
 
+/* Why a run ended, WHY unless the target exited or exec'd, into *END.  */
+static void run_ended(struct cp_heap *h, enum cp_heap_end why,
+		      enum cp_heap_end *end)
+{
+	h->s.target_exited = cp_target_exited(h->target);
+	if (h->s.target_exec)
+		why = CP_HEAP_EXEC;
+	else if (h->s.target_exited)
+		why = CP_HEAP_EXITED;
+	if (end)
+		*end = why;
+}
+
 int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 		      volatile sig_atomic_t *stop, enum cp_heap_end *end)
 {
 	enum cp_heap_end why = CP_HEAP_DEADLINE;
+	if (cp_heap_uprobes_armed(h)) {
+		/* The kernel's probes: no trap to wait for, records to
+		 * take.  */
+		uint64_t deadline = h->o.duration > 0
+			? h->t0_ns + (uint64_t)(h->o.duration * 1e9) : 0;
+		if (until_ns && (!deadline || until_ns < deadline))
+			deadline = until_ns;
+		bool stopped = false;
+		int rc = cp_heap_uprobes_run(h, deadline, stop, &stopped);
+		if (stopped) {
+			h->s.interrupted = true;
+			why = CP_HEAP_STOPPED;
+		}
+		run_ended(h, why, end);
+		return rc;
+	}
 	/* A timer signal to the tracing thread wakes the blocking wait
 	 * every 100 ms (the duration, *stop).  The wait for a trap is one
 	 * blocking waitpid, the cheapest there is (a bounded wait costs
@@ -231,13 +272,7 @@ int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 	 * pending one is taken by our handler, not the caller's.  */
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 	sigaction(SIGALRM, &old_sa, NULL);
-	h->s.target_exited = cp_target_exited(h->target);
-	if (h->s.target_exec)
-		why = CP_HEAP_EXEC;
-	else if (h->s.target_exited)
-		why = CP_HEAP_EXITED;
-	if (end)
-		*end = why;
+	run_ended(h, why, end);
 	return rc;
 }
 
@@ -282,6 +317,16 @@ int cp_heap_finish(struct cp_heap *h)
 	if (!h)
 		return 0;
 	int rc = 0;
+	if (cp_heap_uprobes_armed(h)) {
+		/* Every record written: the threads held (or gone), so no
+		 * call is half-way through its probe.  */
+		bool held = !cp_target_exited(h->target) &&
+			    cp_target_hold_all(h->target) == 0;
+		cp_heap_uprobes_end(h);
+		if (held)
+			cp_target_release_all(h->target);
+		cp_heap_uprobes_close(h);
+	}
 	uint64_t end = cp_heap_now_ns();
 	if (h->t0_ns && cp_heap_phase(h) == TRACING)
 		cp_heaptable_end(h->table, end);
@@ -350,6 +395,11 @@ const struct cp_heap_summary *cp_heap_summary(const struct cp_heap *h)
 	s->threads_moved = 0;
 	cp_heap_lanes_sum(h, s);
 	s->tracers = h->tracers ? h->tracers : 1;
+	s->uprobes = h->nprobed > 0;
+	s->events_lost = h->s.events_lost;
+	s->threads_throttled = h->s.threads_throttled;
+	s->threads_untraced = h->s.threads_untraced;
+	s->stacks_cut = h->s.stacks_cut;
 	s->target_exited = h->s.target_exited;
 	s->target_exec = h->s.target_exec;
 	s->interrupted = h->s.interrupted;
@@ -373,6 +423,7 @@ void cp_heap_free(struct cp_heap *h)
 		return;
 	cp_resolver_finish(h->resolver);
 	cp_heaptable_free(h->table);
+	cp_heap_uprobes_free(h->uprobes);
 	cp_int3_steps_free(&h->steps);
 	cp_heap_lane_free(&h->lane0);
 	for (size_t i = 1; i < HEAP_MAX_LANES; i++)

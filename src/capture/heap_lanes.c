@@ -31,6 +31,7 @@
  * ours traces (cp_target_adopt).  Between the two the threads run
  * untraced with nothing of ours left in them.  */
 #include "capture/heap_trap.h"
+#include "capture/heap_uprobe.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -343,6 +344,10 @@ bool cp_heap_lanes_on_birth(void *arg, pid_t tid)
 {
 	struct heap_lane *l = arg;
 	struct cp_heap *h = l->heap;
+	if (cp_heap_uprobes_armed(h) && cp_heap_phase(h) == TRACING) {
+		cp_heap_uprobes_birth(h, tid);
+		return false;
+	}
 	if (h->nlanes < 2 || cp_heap_phase(h) != TRACING)
 		return false;
 	pthread_mutex_lock(&h->lanes_lock);

@@ -12,6 +12,7 @@
 
 #include "arch/x86_64/regs.h"
 #include "capture/heap_alloc.h"
+#include "capture/heap_uprobe.h"
 #include "cprof/addrspace.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
@@ -64,8 +65,10 @@ static void emit(struct cp_heap *h, const struct cp_heap_event *event,
 static uint64_t free_caller(void *arg, const struct cp_heap_event *event)
 {
 	struct cp_heap *h = arg;
-	uint64_t caller = 0;
+	uint64_t caller = cp_heap_uprobes_free_caller(h);
 	(void)event;
+	if (h->uprobes)
+		return caller; /* the record's copy: the thread went on */
 	if (!cp_heap_read_u64(h->pid, h->free_sp, &caller))
 		caller = 0;
 	return caller;
@@ -206,12 +209,44 @@ int cp_heap_trap_arm(struct cp_heap *h)
 		return rc;
 	h->nbps = 0;
 	h->where[0] = '\0';
+	/* The kernel's probes when it has them (heap_uprobe.h); our traps
+	 * when it refuses them.  */
+	bool probed = h->uprobes && !h->o.force_step &&
+		      cp_heap_uprobes_arm(h, found) == 0;
+	if (h->uprobes && !probed) {
+		cp_heap_uprobes_free(h->uprobes);
+		h->uprobes = NULL;
+		if (h->o.method == CP_HEAP_METHOD_UPROBES)
+			return -CP_E_SYS;
+	}
 	for (size_t f = 0; f < h->nentries; f++) {
 		if (!found[f].addr)
 			continue;
 		snprintf(h->s.module[f], sizeof(h->s.module[f]), "%s",
 			 found[f].module);
 		h->s.traced[f] = true;
+		if (probed) {
+			bool alias = false;
+			for (size_t a = 0; a < f && !alias; a++)
+				if (found[a].addr == found[f].addr &&
+				    h->s.traced[a]) {
+					snprintf(h->s.module[f],
+						 sizeof(h->s.module[f]),
+						 "alias of %s",
+						 h->entries[a].name);
+					alias = true;
+				}
+			if (alias)
+				continue;
+			if (!strstr(h->where, found[f].module)) {
+				size_t len = strlen(h->where);
+				snprintf(h->where + len, sizeof(h->where) - len,
+					 "%s%s", len ? ", " : "",
+					 found[f].module);
+			}
+			h->nprobed++;
+			continue;
+		}
 		struct cp_int3 *alias = find_bp(h, found[f].addr);
 		if (alias) {
 			/* An alias (glibc's memalign is aligned_alloc): one
@@ -243,7 +278,7 @@ int cp_heap_trap_arm(struct cp_heap *h)
 				 len ? ", " : "", found[f].module);
 		}
 	}
-	rc = h->nbps ? 0 : -CP_E_NOALLOC;
+	rc = h->nbps || probed ? 0 : -CP_E_NOALLOC;
 	for (size_t f = 0; f < h->nentries; f++)
 		if (h->entries[f].required && !h->s.traced[f])
 			rc = -CP_E_NOALLOC;
@@ -386,10 +421,10 @@ static bool frames_in_files(struct cp_heap *h, const uint64_t *pcs, size_t n)
 /* Unwind the copy taken at an outermost entry into a stack id: the
  * allocator's own frame is left out, the caller comes first.  The same
  * registers and stack bytes as an unwind kept give its stack id.  */
-static void record_stack(struct heap_lane *l, struct tstate *ts)
+void cp_heap_record_stack(struct heap_lane *l, const struct cp_snapshot *snap,
+			  uint32_t *stack_out)
 {
 	struct cp_heap *h = l->heap;
-	const struct cp_snapshot *snap = &l->slot.snap;
 	uint64_t regs[UNWIND_MEMO_REGS];
 	struct unwind_memo *memo = NULL;
 	const unsigned char *bytes = NULL;
@@ -403,12 +438,20 @@ static void record_stack(struct heap_lane *l, struct tstate *ts)
 	}
 	if (!h->o.no_unwind_reuse && h->o.unwind == CP_UNWIND_SNAPSHOT &&
 	    memo_bytes(regs, snap, &bytes, &len)) {
+		/* A copy by the kernel is of a fixed size: what lies beyond
+		 * the stack's end in it (a thread's TLS) is no part of the
+		 * unwind's input.  */
+		uint64_t hi = snap->copied_running
+				      ? cp_target_stack_end(l->target, snap->tid)
+				      : 0;
+		if (hi > regs[1] && hi - regs[1] < len)
+			len = (size_t)(hi - regs[1]);
 		struct unwind_memo *set = memo_set(l, regs, snap);
 		l->memo_clock++;
 		for (size_t w = 0; w < UNWIND_MEMO_WAYS; w++) {
 			if (memo_matches(&set[w], regs, bytes, len)) {
 				set[w].used = l->memo_clock;
-				ts->stack = set[w].stack;
+				*stack_out = set[w].stack;
 				l->s.unwinds_reused++;
 				return;
 			}
@@ -441,7 +484,10 @@ static void record_stack(struct heap_lane *l, struct tstate *ts)
 		    !frames_in_files(h, l->pcs, n))
 			memo = NULL;
 	}
-	if (!memo)
+	if (!memo && snap->copied_running)
+		n = cp_unwinder_unwind(h->unwinder, snap, l->pcs,
+				       h->o.max_depth + 1);
+	else if (!memo)
 		n = cp_capture_unwind(l->capture, &l->slot, l->pcs,
 				      h->o.max_depth + 1);
 	size_t first = n > 1 ? 1 : 0;
@@ -460,7 +506,7 @@ out:
 		cp_heap_fail(h, -CP_E_NOMEM);
 		return;
 	}
-	ts->stack = stack;
+	*stack_out = stack;
 	if (memo)
 		memo_keep(memo, regs, bytes, len, stack, l->memo_clock);
 }
@@ -713,7 +759,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		/* After the resume: the copy's frames (the capture path also
 		 * learns, once per thread, where its stack ends, so the next
 		 * copies take exactly the used part).  */
-		record_stack(l, ts);
+		cp_heap_record_stack(l, &l->slot.snap, &ts->stack);
 	}
 	return CP_TRAP_HANDLED;
 }
@@ -803,6 +849,10 @@ void cp_heap_trap_on_exec(void *arg)
 		cp_heap_set_phase(h, WAIT_ENTRY);
 		return;
 	}
+	/* The kernel's probes would follow the thread into the new image
+	 * (they are the thread's): the records of the old one are taken,
+	 * and the probes closed before it runs.  */
+	cp_heap_uprobes_end(h);
 	/* The old image, our bytes with it, is gone; so are the steps
 	 * queued for it.  */
 	for (size_t i = 0; i < h->nbps; i++)

@@ -110,6 +110,7 @@ struct cp_heap {
 	size_t nentries;
 	struct cp_int3 bps[CP_HEAP_MAX_ENTRIES];
 	size_t nbps;
+	size_t nprobed;           /* entry points the kernel probes */
 	struct cp_int3 entry;  /* launch mode: at the program's entry */
 	struct cp_int3 loader; /* at the dynamic linker's r_brk */
 	uint64_t r_debug;         /* its struct r_debug, 0 when unknown */
@@ -118,6 +119,9 @@ struct cp_heap {
 	uint64_t free_sp;         /* stack pointer at the free being handled
 				   * (under LOCK) */
 	struct cp_heaptable *table; /* what the events add up to */
+	/* The kernel's uprobes instead of our traps (heap_uprobe.h), NULL:
+	 * traps; armed or not (a fallback to traps) by cp_heap_trap_arm.  */
+	struct cp_heap_uprobes *uprobes;
 	uint64_t t0_ns;           /* tracing began (0: not yet) */
 	struct cp_int3_steps steps; /* threads held for a fallback step
 				     * (lane 0 only: no other lanes then) */
@@ -191,6 +195,17 @@ static inline void cp_heap_set_phase(struct cp_heap *h, enum phase phase)
 {
 	__atomic_store_n(&h->phase, phase, __ATOMIC_RELEASE);
 }
+
+/* Unwind SNAP, a copy taken at an allocator's entry (by a trap of
+ * ours, or by the kernel: SNAP->copied_running), into *STACK, a stack
+ * id of the heap's profile: the allocator's own frame left out, an
+ * earlier unwind of the same registers and stack bytes reused.  */
+void cp_heap_record_stack(struct heap_lane *l, const struct cp_snapshot *snap,
+			  uint32_t *stack);
+
+/* The return address of the free being handed to the table by the
+ * uprobe method (its record's copy), 0 for the traps.  */
+uint64_t cp_heap_uprobes_free_caller(const struct cp_heap *h);
 
 /* cp_heap_start for a session: our hooks go into SESSION's list
  * (capture/session_hooks.h) instead of being the target's.  */

@@ -1403,6 +1403,12 @@ void cp_target_learn_stack(struct cp_target *target, pid_t tid, uint64_t sp)
 		learn_stack_bounds(target, index, sp);
 }
 
+uint64_t cp_target_stack_end(struct cp_target *target, pid_t tid)
+{
+	struct cp_thread *th = find_thread(target, tid);
+	return th ? target->bounds[th - target->threads].hi : 0;
+}
+
 void cp_target_detach(struct cp_target *t)
 {
 	cp_target_detach_status(t);

@@ -42,6 +42,7 @@ struct options {
 	bool heap;
 	int heap_metric;
 	unsigned heap_tracers;  /* --heap-tracers, 0: the library's choice */
+	int heap_method;        /* --heap-method: enum cp_heap_method */
 	size_t top;
 	bool top_view;          /* --top without --heap: the live view */
 	pid_t pid;

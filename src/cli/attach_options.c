@@ -78,6 +78,9 @@ static const char usage_text[] =
 	"                           alloc-count: the weight of a stack in folded and svg\n"
 	"      --heap-tracers N     tracer threads, ours, that serve the traps (1 to 9;\n"
 	"                           default: one per CPU, up to 4, beside the main one)\n"
+	"      --heap-method METHOD traps (default: int3s of ours, a stop per call) or\n"
+	"                           uprobes (the kernel's int3s, records with stack\n"
+	"                           copies, no stop; slow to close: about 1.5 s a thread)\n"
 	"      --top N              sites listed per table of the heap report (default 10)\n"
 	"      --top                without --heap: a live full-screen view of the hottest\n"
 	"                           functions, redrawn every second (? for its keys)\n"
@@ -183,7 +186,7 @@ void parse_options(int argc, char **argv, struct options *o)
 	enum { OPT_FORMAT = 256, OPT_WALL, OPT_THREADS, OPT_MAX_DEPTH,
 	       OPT_UNWIND, OPT_DUMP, OPT_DEBUGINFO_DIR, OPT_NO_DEBUGINFOD,
 	       OPT_NO_DEMANGLE, OPT_NO_INLINE, OPT_LINES, OPT_MIN_SAMPLES,
-	       OPT_HEAP, OPT_HEAP_METRIC, OPT_HEAP_TRACERS, OPT_TOP, OPT_EVAL, OPT_BATCH,
+	       OPT_HEAP, OPT_HEAP_METRIC, OPT_HEAP_TRACERS, OPT_HEAP_METHOD, OPT_TOP, OPT_EVAL, OPT_BATCH,
 	       OPT_JSON };
 	static const struct option longopts[] = {
 		{"pid", required_argument, NULL, 'p'},
@@ -206,6 +209,7 @@ void parse_options(int argc, char **argv, struct options *o)
 		{"heap", no_argument, NULL, OPT_HEAP},
 		{"heap-metric", required_argument, NULL, OPT_HEAP_METRIC},
 		{"heap-tracers", required_argument, NULL, OPT_HEAP_TRACERS},
+		{"heap-method", required_argument, NULL, OPT_HEAP_METHOD},
 		/* --heap --top N, or --top alone: the live view.  */
 		{"top", optional_argument, NULL, OPT_TOP},
 		{"eval-command", required_argument, NULL, OPT_EVAL},
@@ -339,6 +343,16 @@ void parse_options(int argc, char **argv, struct options *o)
 					  optarg);
 			metric_given = true;
 			break;
+		case OPT_HEAP_METHOD:
+			if (strcmp(optarg, "traps") == 0)
+				o->heap_method = CP_HEAP_METHOD_TRAPS;
+			else if (strcmp(optarg, "uprobes") == 0)
+				o->heap_method = CP_HEAP_METHOD_UPROBES;
+			else
+				die_usage("unknown heap method '%s': traps or uprobes",
+					  optarg);
+			metric_given = true;
+			break;
 		case OPT_HEAP_TRACERS:
 			o->heap_tracers = (unsigned)parse_long(optarg, "heap tracers",
 							       1, 9);
@@ -414,7 +428,10 @@ void parse_options(int argc, char **argv, struct options *o)
 	if (o->script && o->output)
 		die_usage("-o is for one run: in a script, write FILE");
 	if (!o->heap && (metric_given || top_given))
-		die_usage("--heap-metric, --heap-tracers and --top apply to --heap");
+		die_usage("--heap-metric, --heap-tracers, --heap-method and --top apply to --heap");
+	if (o->heap && o->heap_method == CP_HEAP_METHOD_UPROBES &&
+	    o->unwind_mode == CP_UNWIND_PTRACE)
+		die_usage("--heap-method uprobes unwinds the kernel's stack copies: --unwind ptrace does not apply");
 	if (o->heap) {
 		if (o->dump || o->wall || o->ntids || frequency_given ||
 		    o->min_samples)

@@ -122,6 +122,7 @@ static int run_heap(const struct options *o, struct cp_session *session,
 		 * fallback on every entry point.  */
 		.force_step = getenv("CPROF_HEAP_FORCE_STEP") != NULL,
 		.tracers = o->heap_tracers,
+		.method = (enum cp_heap_method)o->heap_method,
 	};
 	/* From here until the detach, a second stop signal cannot simply
 	 * end us: our breakpoints may be in the target.  */
@@ -174,7 +175,22 @@ static int run_heap(const struct options *o, struct cp_session *session,
 	if (s->target_exec)
 		message("process %d called execve: heap tracing stopped there",
 			(int)pid);
-	if (o->verbose)
+	if (o->verbose && s->uprobes)
+		message("the kernel's uprobes: %llu of %llu stacks were an "
+			"earlier unwind's; %llu stop%s of a thread that "
+			"outran the tracer; %llu record%s lost; %llu stack%s "
+			"as deep as the copy; %llu thread%s not probed",
+			(unsigned long long)s->unwinds_reused,
+			(unsigned long long)s->allocations,
+			(unsigned long long)s->threads_throttled,
+			s->threads_throttled == 1 ? "" : "s",
+			(unsigned long long)s->events_lost,
+			s->events_lost == 1 ? "" : "s",
+			(unsigned long long)s->stacks_cut,
+			s->stacks_cut == 1 ? "" : "s",
+			(unsigned long long)s->threads_untraced,
+			s->threads_untraced == 1 ? "" : "s");
+	else if (o->verbose)
 		message("%u tracer thread%s; %llu new thread%s handed to another "
 			"at birth; %llu of %llu stacks were an earlier unwind's",
 			s->tracers, s->tracers == 1 ? "" : "s",

@@ -1,0 +1,820 @@
+/* Heap mode by the kernel's uprobes (heap_uprobe.h).  */
+#include "capture/heap_uprobe.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "arch/x86_64/regs.h"
+#include "capture/heap_alloc.h"
+#include "capture/heap_trap.h"
+#include "cprof/error.h"
+#include "cprof/procfs.h"
+#include "symbolize/resolver.h"
+#include "util/grow.h"
+
+/* Stack bytes an allocating entry's record copies, from the stack
+ * pointer up: the frames of the allocation's stack (perf record's
+ * --call-graph dwarf copies 8 KiB).  A deeper stack is cut where the
+ * copy ends (counted: stacks_cut).  Opening a thread's events again
+ * with another size is not done: a thread held while its events were
+ * closed and opened again lost its probes now and then (kernel 6.18).  */
+#define ENTRY_COPY (16 * 1024)
+
+/* A free's record copies its return address: where an unknown block's
+ * free came from (the table asks, internal_frees).  A return's copies
+ * what posix_memalign's result is stored in, when that is on the
+ * caller's stack (it is read from the target otherwise).  */
+#define FREE_COPY 8
+#define RETURN_COPY 512
+
+/* A thread's ring: about 250 allocating entries' records, less when
+ * locked memory is short (perf_event_mlock_kb without CAP_IPC_LOCK).
+ * The tracer is woken when an eighth of it is written; one found more
+ * than half full stops its thread while it is taken, so that the kernel
+ * need not drop a record when the tracer was late.  */
+#define RING_DATA (4 * 1024 * 1024)
+#define RING_LEAST (256 * 1024)
+
+/* Records newer than this, by their time, wait for the next pass: a
+ * record of another thread written a moment before may not be visible
+ * yet, and the table must get the events in the order they happen.  */
+#define HOLDBACK_NS 2000000ull
+
+/* The longest wait for a record, so that a duration or a stop is seen.  */
+#define PASS_MS 50
+
+/* Descriptors left for everything else, as the CPU clocks leave.  */
+#define FD_RESERVE 256
+
+#define MAX_SITES (2 * CP_HEAP_MAX_ENTRIES)
+
+/* One probed place: an entry point of row ROW, or its return.  */
+struct site {
+	uint32_t row;
+	bool ret;
+	uint32_t copy;       /* stack bytes its records carry; 0: the
+			      * thread's entry copy */
+	uint64_t offset;     /* in the file */
+	char path[64];       /* /proc/PID/map_files/START-END */
+};
+
+/* One thread's events and what its calls left.  */
+struct uthread {
+	pid_t tid;
+	int fds[MAX_SITES];   /* by site; fds[0]'s ring takes them all */
+	uint64_t ids[MAX_SITES];
+	size_t nfds;
+	struct perf_event_mmap_page *ring;
+	size_t ring_bytes;    /* mapped: a page and the data */
+	size_t ring_data;     /* the data's size */
+	unsigned depth;       /* allocator calls in flight, nested ones
+			       * included (those with a return probe) */
+	uint32_t row;         /* the outermost's row */
+	uint64_t sp;          /* its stack pointer at entry */
+	uint64_t ret;         /* its return address */
+	uint64_t args[CP_ABI_REG_ARGS];
+	uint32_t stack;       /* its stack id */
+};
+
+/* An event waiting for its turn (the order of times).  */
+struct pending {
+	struct cp_heap_event ev;
+	uint64_t caller;      /* a free's return address */
+	uint64_t seq;
+};
+
+struct cp_heap_uprobes {
+	int type;             /* the uprobe PMU's */
+	unsigned ret_bit;     /* config bit of a return probe */
+	struct site sites[MAX_SITES];
+	size_t nsites;
+	bool armed;
+	struct uthread *threads;
+	size_t nthreads, threads_cap;
+	int epfd, sigfd;
+	struct pending *pending;
+	size_t npending, pending_cap;
+	uint64_t seq;
+	unsigned char *scratch;
+	size_t scratch_cap;
+	uint64_t free_caller; /* of the free being emitted */
+};
+
+static size_t page_size(void)
+{
+	long v = sysconf(_SC_PAGESIZE);
+	return v > 0 ? (size_t)v : 4096;
+}
+
+static uint64_t now_ns(void)
+{
+	return cp_heap_now_ns();
+}
+
+/* A number from a sysfs file of the PMU; -1 when unreadable.  */
+static long pmu_number(const char *file, const char *prefix)
+{
+	char path[128], text[64];
+	snprintf(path, sizeof(path), "/sys/bus/event_source/devices/uprobe/%s",
+		 file);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	const char *at = text;
+	if (prefix) {
+		size_t len = strlen(prefix);
+		if (strncmp(text, prefix, len) != 0)
+			return -1;
+		at += len;
+	}
+	char *end;
+	long v = strtol(at, &end, 10);
+	return end == at ? -1 : v;
+}
+
+int cp_heap_uprobes_new(struct cp_heap *h, struct cp_heap_uprobes **out)
+{
+	(void)h;
+	long type = pmu_number("type", NULL);
+	long bit = pmu_number("format/retprobe", "config:");
+	if (type < 0 || bit < 0 || bit > 63)
+		return -CP_E_SYS;
+	struct cp_heap_uprobes *u = calloc(1, sizeof(*u));
+	if (!u)
+		return -CP_E_NOMEM;
+	u->type = (int)type;
+	u->ret_bit = (unsigned)bit;
+	u->epfd = u->sigfd = -1;
+	*out = u;
+	return 0;
+}
+
+bool cp_heap_uprobes_armed(const struct cp_heap *h)
+{
+	return h->uprobes && h->uprobes->armed;
+}
+
+/* ------------------------------------------------------ events */
+
+static int open_site(const struct cp_heap_uprobes *u, const struct site *s,
+		     pid_t tid, uint32_t copy, size_t ring_data)
+{
+	struct perf_event_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = (uint32_t)u->type;
+	attr.config = s->ret ? 1ull << u->ret_bit : 0;
+	attr.config1 = (uint64_t)(uintptr_t)s->path;
+	attr.config2 = s->offset;
+	attr.sample_period = 1;
+	attr.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID |
+			   PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER |
+			   PERF_SAMPLE_STACK_USER;
+	attr.sample_regs_user = CP_REGS_PERF_MASK;
+	attr.sample_stack_user = s->copy ? s->copy : copy;
+	attr.use_clockid = 1;
+	attr.clockid = CLOCK_MONOTONIC;
+	attr.exclude_kernel = 1;
+	attr.exclude_callchain_kernel = 1;
+	attr.watermark = 1;
+	attr.wakeup_watermark = (uint32_t)(ring_data / 8);
+	return (int)syscall(SYS_perf_event_open, &attr, tid, -1, -1,
+			    PERF_FLAG_FD_CLOEXEC);
+}
+
+static void close_thread(struct uthread *t)
+{
+	if (t->ring)
+		munmap(t->ring, t->ring_bytes);
+	for (size_t i = 0; i < t->nfds; i++)
+		close(t->fds[i]);
+	t->ring = NULL;
+	t->nfds = 0;
+}
+
+/* Open every site's event on thread T->tid into one ring of
+ * T->ring_data bytes (less when locked memory is short), with T->copy.
+ * Returns 0 or -CP_E_SYS (nothing left open; errno kept).  */
+static int open_events(struct cp_heap *h, struct uthread *t)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	struct rlimit files;
+	bool limit = getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+		     files.rlim_cur != RLIM_INFINITY;
+	uint32_t copy = ENTRY_COPY;
+	t->nfds = 0;
+	for (size_t i = 0; i < u->nsites; i++) {
+		int fd = open_site(u, &u->sites[i], t->tid, copy, t->ring_data);
+		if (fd >= 0 && limit && (rlim_t)fd + FD_RESERVE >= files.rlim_cur) {
+			close(fd);
+			fd = -1;
+			errno = EMFILE;
+		}
+		if (fd < 0)
+			goto fail;
+		t->fds[t->nfds++] = fd;
+		if (ioctl(fd, PERF_EVENT_IOC_ID, &t->ids[i]) < 0)
+			goto fail;
+		if (i == 0) {
+			void *ring = MAP_FAILED;
+			while (ring == MAP_FAILED && t->ring_data >= RING_LEAST &&
+			       t->ring_data >= 2 * (copy + 512)) {
+				t->ring_bytes = page_size() + t->ring_data;
+				ring = mmap(NULL, t->ring_bytes,
+					    PROT_READ | PROT_WRITE, MAP_SHARED,
+					    fd, 0);
+				if (ring == MAP_FAILED)
+					t->ring_data /= 2;
+			}
+			if (ring == MAP_FAILED)
+				goto fail;
+			t->ring = ring;
+		} else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, t->fds[0]) < 0) {
+			goto fail;
+		}
+	}
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)t->tid};
+	if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, t->fds[0], &ev) < 0)
+		goto fail;
+	return 0;
+fail:;
+	int saved = errno;
+	close_thread(t);
+	errno = saved;
+	return -CP_E_SYS;
+}
+
+static int open_thread(struct cp_heap *h, pid_t tid)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	if (!cp_grow_zeroed((void **)&u->threads, &u->threads_cap,
+			    u->nthreads + 1, sizeof(*u->threads), 16))
+		return -CP_E_NOMEM;
+	struct uthread *t = &u->threads[u->nthreads];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	t->ring_data = RING_DATA;
+	int rc = open_events(h, t);
+	if (rc == 0)
+		u->nthreads++;
+	return rc;
+}
+
+/* Every thread's events, the epoll and the signalfd.  */
+static void close_all(struct cp_heap_uprobes *u)
+{
+	for (size_t i = 0; i < u->nthreads; i++)
+		close_thread(&u->threads[i]);
+	u->nthreads = 0;
+	if (u->sigfd >= 0)
+		close(u->sigfd);
+	if (u->epfd >= 0)
+		close(u->epfd);
+	u->sigfd = u->epfd = -1;
+}
+
+/* The site SITE's place in the file it is mapped from.  */
+static int place_site(struct cp_heap *h, const struct cp_maps *maps,
+		      struct site *s, uint64_t addr)
+{
+	const struct cp_map *m = cp_maps_find(maps, addr);
+	if (!m || !m->executable || m->path[0] != '/')
+		return -CP_E_NOALLOC;
+	s->offset = addr - m->start + m->offset;
+	snprintf(s->path, sizeof(s->path), "/proc/%d/map_files/%llx-%llx",
+		 (int)h->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	return 0;
+}
+
+int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	struct cp_maps *maps = NULL;
+	int rc = cp_maps_read(h->pid, &maps);
+	if (rc < 0)
+		return rc;
+	u->nsites = 0;
+	uint64_t seen[CP_HEAP_MAX_ENTRIES];
+	size_t nseen = 0;
+	for (size_t f = 0; f < h->nentries && rc == 0; f++) {
+		if (!found[f].addr)
+			continue;
+		bool alias = false;
+		for (size_t i = 0; i < nseen; i++)
+			alias |= seen[i] == found[f].addr;
+		if (alias)
+			continue; /* counted under the first name, as traps */
+		seen[nseen++] = found[f].addr;
+		const struct cp_heap_entry *e = &h->entries[f];
+		struct site *s = &u->sites[u->nsites];
+		s->row = (uint32_t)f;
+		s->ret = false;
+		s->copy = e->result == CP_HEAP_RESULT_NONE ? FREE_COPY : 0;
+		rc = place_site(h, maps, s, found[f].addr);
+		if (rc < 0)
+			break;
+		u->nsites++;
+		if (e->result != CP_HEAP_RESULT_NONE) {
+			struct site *r = &u->sites[u->nsites++];
+			*r = *s;
+			r->ret = true;
+			r->copy = RETURN_COPY;
+		}
+	}
+	cp_maps_free(maps);
+	if (rc < 0 || !u->nsites)
+		return rc < 0 ? rc : -CP_E_NOALLOC;
+	u->epfd = epoll_create1(EPOLL_CLOEXEC);
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	u->sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 0};
+	if (u->epfd < 0 || u->sigfd < 0 ||
+	    epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->sigfd, &ev) < 0)
+		goto fail;
+	size_t count = 0;
+	struct cp_thread *threads = cp_target_threads(h->target, &count);
+	pid_t *tids = calloc(count ? count : 1, sizeof(*tids));
+	if (!tids) {
+		rc = -CP_E_NOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < count; i++)
+		tids[i] = threads[i].tid;
+	size_t opened = 0;
+	for (size_t i = 0; i < count; i++) {
+		rc = open_thread(h, tids[i]);
+		if (rc == -CP_E_SYS && errno == ESRCH) {
+			rc = 0;
+			continue; /* gone meanwhile */
+		}
+		if (rc < 0)
+			break;
+		opened++;
+	}
+	free(tids);
+	if (rc >= 0 && !opened)
+		rc = -CP_E_GONE;
+	if (rc < 0)
+		goto fail;
+	u->armed = true;
+	return 0;
+fail:
+	if (rc >= 0)
+		rc = -CP_E_SYS;
+	close_all(u);
+	return rc;
+}
+
+void cp_heap_uprobes_birth(struct cp_heap *h, pid_t tid)
+{
+	if (!cp_heap_uprobes_armed(h))
+		return;
+	if (open_thread(h, tid) < 0) {
+		/* Its allocations go untraced: said, and counted.  */
+		h->s.threads_untraced++;
+		if (h->o.warn) {
+			char text[160];
+			snprintf(text, sizeof(text),
+				 "cannot probe the allocator in new thread %d: "
+				 "%s; its allocations are not traced",
+				 (int)tid, strerror(errno));
+			h->o.warn(h->o.warn_arg, text);
+		}
+	}
+}
+
+/* ------------------------------------------------------ records */
+
+static int queue(struct cp_heap_uprobes *u, const struct cp_heap_event *ev,
+		 uint64_t caller)
+{
+	if (!cp_grow_zeroed((void **)&u->pending, &u->pending_cap,
+			    u->npending + 1, sizeof(*u->pending), 256))
+		return -CP_E_NOMEM;
+	struct pending *p = &u->pending[u->npending++];
+	p->ev = *ev;
+	p->caller = caller;
+	p->seq = u->seq++;
+	return 0;
+}
+
+/* One record as it was written: which site, the registers, the copy.  */
+struct record {
+	uint64_t id;
+	pid_t tid;
+	uint64_t time_ns;
+	const uint64_t *regs;   /* NULL: none (perf's ABI_NONE) */
+	const unsigned char *stack;
+	size_t stack_len;
+};
+
+static bool parse(const unsigned char *rec, size_t len, struct record *r)
+{
+	memset(r, 0, sizeof(*r));
+	size_t at = sizeof(struct perf_event_header);
+	uint32_t ids[2];
+	uint64_t v;
+	if (at + 8 + 8 + 8 + 8 > len)
+		return false;
+	memcpy(&r->id, rec + at, 8);
+	at += 8;
+	memcpy(ids, rec + at, 8);
+	r->tid = (pid_t)ids[1];
+	at += 8;
+	memcpy(&r->time_ns, rec + at, 8);
+	at += 8;
+	memcpy(&v, rec + at, 8);
+	at += 8;
+	if (v != PERF_SAMPLE_REGS_ABI_NONE) {
+		if (at + 8 * CP_REGS_PERF_COUNT > len)
+			return false;
+		r->regs = (const uint64_t *)(const void *)(rec + at);
+		at += 8 * CP_REGS_PERF_COUNT;
+	}
+	if (at + 8 > len)
+		return false;
+	uint64_t size;
+	memcpy(&size, rec + at, 8);
+	at += 8;
+	if (size && at + size + 8 <= len) {
+		uint64_t dyn;
+		memcpy(&dyn, rec + at + size, 8);
+		r->stack = rec + at;
+		r->stack_len = (size_t)(dyn < size ? dyn : size);
+	}
+	return true;
+}
+
+static uint64_t arg_of(const uint64_t *args, int n)
+{
+	return n >= 0 && n < CP_ABI_REG_ARGS ? args[n] : 0;
+}
+
+/* A copy's 8 bytes at target address ADDR, from stack pointer SP up.  */
+static bool copy_u64(const struct record *r, uint64_t sp, uint64_t addr,
+		     uint64_t *v)
+{
+	if (addr < sp || addr - sp > r->stack_len || r->stack_len - (addr - sp) < 8)
+		return false;
+	memcpy(v, r->stack + (addr - sp), 8);
+	return true;
+}
+
+static void on_entry(struct cp_heap *h, struct uthread *t,
+		     const struct site *s, const struct record *r,
+		     const struct user_regs_struct *regs)
+{
+	const struct cp_heap_entry *e = &h->entries[s->row];
+	struct heap_lane *l = &h->lane0;
+	uint64_t sp = cp_regs_sp(regs);
+	uint64_t ret = 0;
+	copy_u64(r, sp, sp, &ret);
+	if (t->depth && (sp > t->sp || (sp == t->sp && ret == t->ret))) {
+		/* Above the outstanding call's frame, or a call from the
+		 * same place again: that call is gone without a return we
+		 * saw (longjmp, a record lost).  At the same stack pointer
+		 * with another return address it is a tail call of it
+		 * (glibc's realloc(NULL, n) jumps to malloc, its return
+		 * address the kernel's trampoline by then), which returns
+		 * with it.  */
+		t->depth = 0;
+		l->s.lost_returns++;
+	}
+	if (t->depth) {
+		if (e->result != CP_HEAP_RESULT_NONE)
+			t->depth++;
+		return; /* the allocator's own call */
+	}
+	l->s.calls[s->row]++;
+	if (e->kind == CP_HEAP_KIND_REALLOC)
+		l->s.reallocs++;
+	if (e->result == CP_HEAP_RESULT_NONE) {
+		uint64_t caller = ret;
+		struct cp_heap_event ev = {
+			.kind = CP_HEAP_EV_FREE,
+			.entry = s->row,
+			.addr = cp_abi_arg(regs, (unsigned)e->ptr_arg),
+			.tid = t->tid,
+			.t_ns = r->time_ns,
+		};
+		if (queue(h->uprobes, &ev, caller) < 0)
+			cp_heap_fail(h, -CP_E_NOMEM);
+		return;
+	}
+	t->depth = 1;
+	t->row = s->row;
+	t->sp = sp;
+	t->ret = ret;
+	for (unsigned a = 0; a < CP_ABI_REG_ARGS; a++)
+		t->args[a] = cp_abi_arg(regs, a);
+	struct cp_snapshot snap = {
+		.tid = t->tid,
+		.regs = *regs,
+		.stack = (unsigned char *)(uintptr_t)r->stack,
+		.stack_len = r->stack_len,
+		.stack_cap = r->stack_len,
+		.stack_addr = sp,
+		.copied_running = true,
+	};
+	if (r->stack_len >= ENTRY_COPY) {
+		/* The copy came full: the stack goes on beyond it when its
+		 * mapping does (a thread's TLS and the main thread's
+		 * environment lie there too: a count on the safe side).  */
+		cp_target_learn_stack(h->target, t->tid, sp);
+		uint64_t hi = cp_target_stack_end(h->target, t->tid);
+		if (!hi || hi - sp > r->stack_len)
+			h->s.stacks_cut++;
+	}
+	cp_heap_record_stack(l, &snap, &t->stack);
+}
+
+static void on_return(struct cp_heap *h, struct uthread *t,
+		      const struct site *s, const struct record *r,
+		      const struct user_regs_struct *regs)
+{
+	if (!t->depth)
+		return; /* a call entered before we were there */
+	if (--t->depth)
+		return;
+	const struct cp_heap_entry *e = &h->entries[t->row];
+	(void)s;
+	uint64_t size = arg_of(t->args, e->size_arg);
+	if (e->count_arg != CP_HEAP_NO_ARG)
+		size *= arg_of(t->args, e->count_arg);
+	if (e->round_to)
+		size = (size + e->round_to - 1) / e->round_to * e->round_to;
+	struct cp_heap_event ev = {
+		.kind = e->kind == CP_HEAP_KIND_REALLOC ? CP_HEAP_EV_REALLOC
+							 : CP_HEAP_EV_ALLOC,
+		.entry = t->row,
+		.size = size,
+		.old_addr = e->kind == CP_HEAP_KIND_REALLOC
+				    ? arg_of(t->args, e->ptr_arg)
+				    : 0,
+		.stack = t->stack,
+		.tid = t->tid,
+		.t_ns = r->time_ns,
+	};
+	uint64_t result = cp_abi_retval(regs);
+	if (e->result == CP_HEAP_RESULT_STORED) {
+		/* It returned 0 and stored the block's address: on the
+		 * caller's stack as a rule, copied with the return;
+		 * elsewhere read now.  */
+		uint64_t out = arg_of(t->args, e->out_arg), ptr = 0;
+		if (result == 0 && !copy_u64(r, cp_regs_sp(regs), out, &ptr) &&
+		    !cp_heap_read_u64(h->pid, out, &ptr))
+			ptr = 0;
+		ev.addr = result == 0 ? ptr : 0;
+	} else {
+		ev.addr = result;
+	}
+	if (queue(h->uprobes, &ev, 0) < 0)
+		cp_heap_fail(h, -CP_E_NOMEM);
+}
+
+static void on_record(struct cp_heap *h, struct uthread *t,
+		      const unsigned char *rec, size_t len)
+{
+	struct record r;
+	if (!parse(rec, len, &r) || !r.regs)
+		return;
+	const struct site *s = NULL;
+	for (size_t i = 0; i < t->nfds && !s; i++)
+		if (t->ids[i] == r.id)
+			s = &h->uprobes->sites[i];
+	if (!s)
+		return;
+	struct user_regs_struct regs;
+	cp_regs_from_perf(r.regs, &regs);
+	if (s->ret)
+		on_return(h, t, s, &r, &regs);
+	else
+		on_entry(h, t, s, &r, &regs);
+}
+
+/* Take the records of T's ring.  */
+static void take_ring(struct cp_heap *h, struct uthread *t)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	struct perf_event_mmap_page *meta = t->ring;
+	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = meta->data_tail;
+	const unsigned char *data = (const unsigned char *)meta + meta->data_offset;
+	uint64_t size = meta->data_size;
+	while (tail < head && size) {
+		struct perf_event_header hd;
+		memcpy(&hd, data + tail % size, sizeof(hd));
+		if (hd.size < sizeof(hd) || tail + hd.size > head)
+			break;
+		const unsigned char *rec = data + tail % size;
+		if (tail % size + hd.size > size) {
+			/* It wraps around the ring's end.  */
+			if (u->scratch_cap < hd.size) {
+				unsigned char *grown = realloc(u->scratch, hd.size);
+				if (!grown) {
+					cp_heap_fail(h, -CP_E_NOMEM);
+					break;
+				}
+				u->scratch = grown;
+				u->scratch_cap = hd.size;
+			}
+			size_t at = (size_t)(tail % size);
+			size_t first = (size_t)(size - at);
+			memcpy(u->scratch, data + at, first);
+			memcpy(u->scratch + first, data, hd.size - first);
+			rec = u->scratch;
+		}
+		if (hd.type == PERF_RECORD_SAMPLE) {
+			on_record(h, t, rec, hd.size);
+		} else if (hd.type == PERF_RECORD_LOST &&
+			   hd.size >= sizeof(hd) + 16) {
+			uint64_t lost;
+			memcpy(&lost, rec + sizeof(hd) + 8, 8);
+			h->s.events_lost += lost;
+			/* Which calls are in flight is not known any more.  */
+			t->depth = 0;
+		}
+		tail += hd.size;
+	}
+	__atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct pending *x = a, *y = b;
+	if (x->ev.t_ns != y->ev.t_ns)
+		return x->ev.t_ns < y->ev.t_ns ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Hand the table the events older than BEFORE (all with 0), in the
+ * order of their times.  */
+static void emit_pending(struct cp_heap *h, uint64_t before)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	if (!u->npending)
+		return;
+	qsort(u->pending, u->npending, sizeof(*u->pending), by_time);
+	size_t n = 0;
+	while (n < u->npending && (!before || u->pending[n].ev.t_ns < before))
+		n++;
+	pthread_mutex_lock(&h->lock);
+	for (size_t i = 0; i < n; i++) {
+		u->free_caller = u->pending[i].caller;
+		h->free_sp = 0;
+		int rc = cp_heaptable_add(h->table, &u->pending[i].ev);
+		if (rc < 0)
+			cp_heap_fail(h, rc);
+		if (h->o.on_event)
+			h->o.on_event(h->o.on_event_arg, &u->pending[i].ev);
+	}
+	u->free_caller = 0;
+	pthread_mutex_unlock(&h->lock);
+	memmove(u->pending, u->pending + n,
+		(u->npending - n) * sizeof(*u->pending));
+	u->npending -= n;
+}
+
+uint64_t cp_heap_uprobes_free_caller(const struct cp_heap *h)
+{
+	return h->uprobes ? h->uprobes->free_caller : 0;
+}
+
+/* Take every ring.  A ring found more than half full belongs to a
+ * thread that allocates faster than we take: it is stopped until its
+ * ring is empty, so that the kernel never has to drop a record.  */
+static void take_all(struct cp_heap *h, bool final)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	uint64_t pass = now_ns();
+	for (size_t i = 0; i < u->nthreads; i++) {
+		struct uthread *t = &u->threads[i];
+		struct perf_event_mmap_page *meta = t->ring;
+		uint64_t fill = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) -
+				meta->data_tail;
+		pid_t tid = t->tid;
+		bool held = false;
+		if (!final && fill > meta->data_size / 2 &&
+		    cp_target_thread(h->target, tid) &&
+		    cp_target_stop(h->target, tid) == 0) {
+			held = true;
+			h->s.threads_throttled++;
+			t = &u->threads[i]; /* a clone meanwhile may move it */
+		}
+		take_ring(h, t);
+		if (held)
+			cp_target_resume(h->target, tid);
+	}
+	/* Threads gone: their rings were taken, their events go.  */
+	for (size_t i = 0; !final && i < u->nthreads;) {
+		if (cp_target_thread(h->target, u->threads[i].tid)) {
+			i++;
+			continue;
+		}
+		take_ring(h, &u->threads[i]);
+		close_thread(&u->threads[i]);
+		u->threads[i] = u->threads[--u->nthreads];
+	}
+	emit_pending(h, final ? 0 : (pass > HOLDBACK_NS ? pass - HOLDBACK_NS : 1));
+}
+
+int cp_heap_uprobes_run(struct cp_heap *h, uint64_t deadline,
+			volatile sig_atomic_t *stop, bool *stopped)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	/* SIGCHLD (a ptrace event: a thread born, an exit, an exec) comes
+	 * through the signalfd.  */
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, &old);
+	*stopped = false;
+	int rc = 0;
+	while (cp_heap_phase(h) == TRACING) {
+		if ((h->o.stop && *h->o.stop) || (stop && *stop)) {
+			*stopped = true;
+			break;
+		}
+		uint64_t now = now_ns();
+		if (deadline && now >= deadline)
+			break;
+		if (cp_target_exited(h->target))
+			break;
+		int wait_ms = PASS_MS;
+		if (deadline && (deadline - now) / 1000000 < (uint64_t)wait_ms)
+			wait_ms = (int)((deadline - now) / 1000000) + 1;
+		struct epoll_event evs[16];
+		int n = epoll_wait(u->epfd, evs, 16, wait_ms);
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.u32 == 0) {
+				struct signalfd_siginfo si;
+				while (read(u->sigfd, &si, sizeof(si)) > 0)
+					;
+			}
+		cp_target_poll(h->target);
+		cp_heap_trap_run_steps(h);
+		if (cp_heap_phase(h) != TRACING)
+			break;
+		take_all(h, false);
+		pthread_mutex_lock(&h->lock);
+		cp_resolver_collect(h->resolver);
+		pthread_mutex_unlock(&h->lock);
+		if (h->error) {
+			rc = h->error;
+			break;
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+void cp_heap_uprobes_end(struct cp_heap *h)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	if (!u || !u->armed)
+		return;
+	take_all(h, true);
+	/* No record from now on; closing (slow: see heap.h) comes after the
+	 * threads run again, from cp_heap_uprobes_close.  */
+	for (size_t i = 0; i < u->nthreads; i++)
+		for (size_t f = 0; f < u->threads[i].nfds; f++)
+			ioctl(u->threads[i].fds[f], PERF_EVENT_IOC_DISABLE, 0);
+	u->armed = false;
+}
+
+void cp_heap_uprobes_close(struct cp_heap *h)
+{
+	if (h->uprobes)
+		close_all(h->uprobes);
+}
+
+void cp_heap_uprobes_free(struct cp_heap_uprobes *u)
+{
+	if (!u)
+		return;
+	close_all(u);
+	free(u->threads);
+	free(u->pending);
+	free(u->scratch);
+	free(u);
+}
