@@ -56,9 +56,10 @@ enum cp_heap_method {
 	 * thread.  Two costs keep it from being the default: closing a
 	 * uprobe event waits for the kernel's grace periods (about 85 ms
 	 * each here, one event per entry point, return and thread: a
-	 * second or more per thread at the end), and a thread that
-	 * outruns the tracer while it waits for a CPU can fill its ring
-	 * before it is stopped (the records lost are counted:
+	 * thread of ours closes them, and cp_heap_free waits for it, 1.5 s
+	 * a thread), and threads that allocate at once can fill their
+	 * rings before they are stopped, while the tracer opens a new
+	 * thread's events (the records lost are counted:
 	 * cp_heap_summary.events_lost).  */
 	CP_HEAP_METHOD_UPROBES,
 	/* Our int3s, written with ptrace, a stop of the thread per call and

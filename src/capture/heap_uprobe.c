@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,10 +43,13 @@
 /* A thread's ring: about 250 allocating entries' records, less when
  * locked memory is short (perf_event_mlock_kb without CAP_IPC_LOCK).
  * The tracer is woken when an eighth of it is written; one found more
- * than half full stops its thread while it is taken, so that the kernel
- * need not drop a record when the tracer was late.  */
+ * than a quarter full (THROTTLE_PART) stops its thread while it is
+ * taken, so that the kernel need not drop a record when the tracer is
+ * late or slower than the thread.  */
 #define RING_DATA (4 * 1024 * 1024)
 #define RING_LEAST (256 * 1024)
+#define THROTTLE_PART 4
+#define WATCH_EVERY 16
 
 /* Records newer than this, by their time, wait for the next pass: a
  * record of another thread written a moment before may not be visible
@@ -86,6 +90,7 @@ struct uthread {
 	uint64_t ret;         /* its return address */
 	uint64_t args[CP_ABI_REG_ARGS];
 	uint32_t stack;       /* its stack id */
+	bool asked;           /* asked to stop while its ring is taken */
 };
 
 /* An event waiting for its turn (the order of times).  */
@@ -95,7 +100,22 @@ struct pending {
 	uint64_t seq;
 };
 
+/* Closing a uprobe event waits for the kernel's grace periods (about
+ * 85 ms each on 6.18): a thread of ours closes them, one after the
+ * other, while tracing goes on (the events of a thread gone) and while
+ * the results are written (all the others).  */
+struct closer {
+	pthread_t thread;
+	bool started;
+	bool done;            /* no more descriptors will come */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int *fds;
+	size_t n, cap;
+};
+
 struct cp_heap_uprobes {
+	struct closer closer;
 	int type;             /* the uprobe PMU's */
 	unsigned ret_bit;     /* config bit of a return probe */
 	struct site sites[MAX_SITES];
@@ -110,6 +130,9 @@ struct cp_heap_uprobes {
 	unsigned char *scratch;
 	size_t scratch_cap;
 	uint64_t free_caller; /* of the free being emitted */
+	bool taking;          /* in take_all: the fills are watched */
+	unsigned since_watch; /* records taken since they were */
+	size_t asked;         /* threads asked to stop, not yet served */
 };
 
 static size_t page_size(void)
@@ -161,6 +184,8 @@ int cp_heap_uprobes_new(struct cp_heap *h, struct cp_heap_uprobes **out)
 		return -CP_E_NOMEM;
 	u->type = (int)type;
 	u->ret_bit = (unsigned)bit;
+	pthread_mutex_init(&u->closer.lock, NULL);
+	pthread_cond_init(&u->closer.cond, NULL);
 	u->epfd = u->sigfd = -1;
 	*out = u;
 	return 0;
@@ -199,12 +224,75 @@ static int open_site(const struct cp_heap_uprobes *u, const struct site *s,
 			    PERF_FLAG_FD_CLOEXEC);
 }
 
-static void close_thread(struct uthread *t)
+static void *closer_main(void *arg)
 {
+	struct closer *c = arg;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		while (!c->n && !c->done)
+			pthread_cond_wait(&c->cond, &c->lock);
+		if (!c->n)
+			break;
+		int fd = c->fds[--c->n];
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* Hand FD to the closer (closed here when it cannot take it).  */
+static void closer_push(struct closer *c, int fd)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!c->started) {
+		/* It takes none of our signals.  */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		c->started = pthread_create(&c->thread, NULL, closer_main, c) == 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (!c->started ||
+	    !cp_grow_zeroed((void **)&c->fds, &c->cap, c->n + 1,
+			    sizeof(*c->fds), 64)) {
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		return;
+	}
+	c->fds[c->n++] = fd;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Wait until the closer has closed everything it was given.  */
+static void closer_join(struct closer *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->done = true;
+	pthread_cond_signal(&c->cond);
+	bool started = c->started;
+	c->started = false;
+	pthread_mutex_unlock(&c->lock);
+	if (started)
+		pthread_join(c->thread, NULL);
+	free(c->fds);
+	c->fds = NULL;
+	c->n = c->cap = 0;
+}
+
+/* T's events stop writing now and go to the closer; its ring goes.  */
+static void close_thread(struct cp_heap_uprobes *u, struct uthread *t)
+{
+	for (size_t i = 0; i < t->nfds; i++)
+		ioctl(t->fds[i], PERF_EVENT_IOC_DISABLE, 0);
 	if (t->ring)
 		munmap(t->ring, t->ring_bytes);
+	if (t->nfds)
+		epoll_ctl(u->epfd, EPOLL_CTL_DEL, t->fds[0], NULL);
 	for (size_t i = 0; i < t->nfds; i++)
-		close(t->fds[i]);
+		closer_push(&u->closer, t->fds[i]);
 	t->ring = NULL;
 	t->nfds = 0;
 }
@@ -256,7 +344,7 @@ static int open_events(struct cp_heap *h, struct uthread *t)
 	return 0;
 fail:;
 	int saved = errno;
-	close_thread(t);
+	close_thread(u, t);
 	errno = saved;
 	return -CP_E_SYS;
 }
@@ -281,7 +369,7 @@ static int open_thread(struct cp_heap *h, pid_t tid)
 static void close_all(struct cp_heap_uprobes *u)
 {
 	for (size_t i = 0; i < u->nthreads; i++)
-		close_thread(&u->threads[i]);
+		close_thread(u, &u->threads[i]);
 	u->nthreads = 0;
 	if (u->sigfd >= 0)
 		close(u->sigfd);
@@ -385,11 +473,19 @@ fail:
 	return rc;
 }
 
+static void take_ring(struct cp_heap *h, struct uthread *t);
+
 void cp_heap_uprobes_birth(struct cp_heap *h, pid_t tid)
 {
 	if (!cp_heap_uprobes_armed(h))
 		return;
-	if (open_thread(h, tid) < 0) {
+	int rc = open_thread(h, tid);
+	/* Opening takes a millisecond or more (a ring's pages cleared and
+	 * locked, the kernel's probes made): the other threads' records
+	 * are taken now, not at the end of a batch of births.  */
+	for (size_t i = 0; i < h->uprobes->nthreads; i++)
+		take_ring(h, &h->uprobes->threads[i]);
+	if (rc < 0) {
 		/* Its allocations go untraced: said, and counted.  */
 		h->s.threads_untraced++;
 		if (h->o.warn) {
@@ -612,6 +708,8 @@ static void on_record(struct cp_heap *h, struct uthread *t,
 		on_entry(h, t, s, &r, &regs);
 }
 
+static size_t ask_stops(struct cp_heap *h);
+
 /* Take the records of T's ring.  */
 static void take_ring(struct cp_heap *h, struct uthread *t)
 {
@@ -646,6 +744,13 @@ static void take_ring(struct cp_heap *h, struct uthread *t)
 		}
 		if (hd.type == PERF_RECORD_SAMPLE) {
 			on_record(h, t, rec, hd.size);
+			/* Taking is slower than writing when stacks are
+			 * unwound afresh: the other rings are watched as this
+			 * one is taken.  */
+			if (u->taking && ++u->since_watch >= WATCH_EVERY) {
+				u->since_watch = 0;
+				ask_stops(h);
+			}
 		} else if (hd.type == PERF_RECORD_LOST &&
 			   hd.size >= sizeof(hd) + 16) {
 			uint64_t lost;
@@ -700,30 +805,69 @@ uint64_t cp_heap_uprobes_free_caller(const struct cp_heap *h)
 	return h->uprobes ? h->uprobes->free_caller : 0;
 }
 
-/* Take every ring.  A ring found more than half full belongs to a
- * thread that allocates faster than we take: it is stopped until its
- * ring is empty, so that the kernel never has to drop a record.  */
-static void take_all(struct cp_heap *h, bool final)
+/* Ask every thread whose ring is more than a quarter full to stop (no
+ * wait), unless asked already.  Returns how many were asked.  */
+static size_t ask_stops(struct cp_heap *h)
 {
 	struct cp_heap_uprobes *u = h->uprobes;
-	uint64_t pass = now_ns();
+	size_t asked = 0;
 	for (size_t i = 0; i < u->nthreads; i++) {
 		struct uthread *t = &u->threads[i];
 		struct perf_event_mmap_page *meta = t->ring;
 		uint64_t fill = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) -
 				meta->data_tail;
-		pid_t tid = t->tid;
-		bool held = false;
-		if (!final && fill > meta->data_size / 2 &&
-		    cp_target_thread(h->target, tid) &&
-		    cp_target_stop(h->target, tid) == 0) {
-			held = true;
-			h->s.threads_throttled++;
-			t = &u->threads[i]; /* a clone meanwhile may move it */
+		if (!t->asked && fill > meta->data_size / THROTTLE_PART &&
+		    cp_target_thread(h->target, t->tid) &&
+		    cp_target_interrupt(h->target, t->tid) == 0) {
+			t->asked = true;
+			asked++;
 		}
-		take_ring(h, t);
-		if (held)
+	}
+	u->asked += asked;
+	return asked;
+}
+
+/* The thread of TID's ring, or NULL.  */
+static struct uthread *uthread_of(struct cp_heap_uprobes *u, pid_t tid)
+{
+	for (size_t i = 0; i < u->nthreads; i++)
+		if (u->threads[i].tid == tid)
+			return &u->threads[i];
+	return NULL;
+}
+
+/* Take every ring.  A thread whose ring is found more than a quarter
+ * full writes faster than we take: every such thread is asked to stop
+ * first (no wait), the rings are taken meanwhile, and the threads that
+ * stopped are held until what they wrote before stopping is taken too.
+ * So a thread waits for the tracer as it would at a trap, and the
+ * kernel need not drop a record.  */
+static void take_all(struct cp_heap *h, bool final)
+{
+	struct cp_heap_uprobes *u = h->uprobes;
+	uint64_t pass = now_ns();
+	u->taking = !final;
+	if (!final)
+		ask_stops(h);
+	for (size_t i = 0; i < u->nthreads; i++)
+		take_ring(h, &u->threads[i]);
+	u->taking = false;
+	if (u->asked) {
+		/* New threads may be born meanwhile (probed at birth): the
+		 * table is looked up by TID again.  */
+		pid_t tid;
+		while (cp_target_wait_any(h->target, &tid) == 0) {
+			struct uthread *t = uthread_of(u, tid);
+			if (t) {
+				take_ring(h, t);
+				t->asked = false;
+			}
+			h->s.threads_throttled++;
 			cp_target_resume(h->target, tid);
+		}
+		u->asked = 0;
+		for (size_t i = 0; i < u->nthreads; i++)
+			u->threads[i].asked = false;
 	}
 	/* Threads gone: their rings were taken, their events go.  */
 	for (size_t i = 0; !final && i < u->nthreads;) {
@@ -732,7 +876,7 @@ static void take_all(struct cp_heap *h, bool final)
 			continue;
 		}
 		take_ring(h, &u->threads[i]);
-		close_thread(&u->threads[i]);
+		close_thread(u, &u->threads[i]);
 		u->threads[i] = u->threads[--u->nthreads];
 	}
 	emit_pending(h, final ? 0 : (pass > HOLDBACK_NS ? pass - HOLDBACK_NS : 1));
@@ -813,6 +957,9 @@ void cp_heap_uprobes_free(struct cp_heap_uprobes *u)
 	if (!u)
 		return;
 	close_all(u);
+	closer_join(&u->closer);
+	pthread_mutex_destroy(&u->closer.lock);
+	pthread_cond_destroy(&u->closer.cond);
 	free(u->threads);
 	free(u->pending);
 	free(u->scratch);
