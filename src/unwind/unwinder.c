@@ -784,11 +784,27 @@ static int fast_step(const struct cp_rule *r, const struct cp_snapshot *s,
 		base = fr->val[r->cfa_reg];
 	uint64_t cfa = base + (uint64_t)(int64_t)r->cfa_off;
 	uint64_t vals[CP_RULE_NSAVED] = {0};
-	for (unsigned i = 0; i < CP_RULE_NSAVED; i++)
-		if (cp_rule_how(r, i) == CP_SAVED_CFA &&
-		    !stack_word(s, cfa + (uint64_t)((int64_t)r->slot[i] * 8),
-				&vals[i]))
-			return FAST_DEFER;
+	for (unsigned i = 0; i < CP_RULE_NSAVED; i++) {
+		if (cp_rule_how(r, i) != CP_SAVED_CFA)
+			continue;
+		uint64_t at = cfa + (uint64_t)((int64_t)r->slot[i] * 8);
+		if (stack_word(s, at, &vals[i]))
+			continue;
+		/* A copy by the kernel begins at the stack pointer.  A
+		 * slot below it, in the innermost frame, is one its
+		 * epilogue popped already (the CFI of glibc's malloc and
+		 * free still says where rbx and rbp were after the pops):
+		 * the register holds the value.  */
+		uint32_t bit = CP_UNWIND_REG(cp_rule_saved_reg[i]);
+		if (s->copied_running && i != CP_RULE_RA &&
+		    at < s->stack_addr &&
+		    fr->val[CP_REG_RSP] == s->stack_addr &&
+		    !((fr->unknown | fr->lost) & bit)) {
+			vals[i] = fr->val[cp_rule_saved_reg[i]];
+			continue;
+		}
+		return FAST_DEFER;
+	}
 	bool ra_undef = cp_rule_how(r, CP_RULE_RA) == CP_SAVED_UNDEF;
 	uint64_t next_ip = ra_undef ? 0 : vals[CP_RULE_RA];
 	if (next_ip == fr->val[CP_REG_RIP] && cfa == fr->val[CP_REG_RSP])
