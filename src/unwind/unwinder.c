@@ -38,6 +38,9 @@ struct tid_upt {
 	void *upt;
 };
 
+/* The most saved-register slots below a copy's stack pointer.  */
+#define POPPED_MAX 8
+
 struct cp_unwinder {
 	pid_t pid;
 	unw_addr_space_t as;          /* snapshot accessors */
@@ -72,6 +75,10 @@ struct cp_unwinder {
 	size_t ntid_upts;
 	struct cp_rules *rules;         /* our rules by pc (rules.h) */
 	int rules_mode;                 /* CP_UNWIND_RULES_* */
+	/* A kernel copy's innermost frame in an epilogue: the slots below
+	 * the stack pointer its rule names, and the registers' values.  */
+	uint64_t popped_at[POPPED_MAX], popped_val[POPPED_MAX];
+	size_t npopped;
 	bool walk_rules;                /* the walk running uses RULES */
 	struct cp_unwinder_rules_stats stats;
 	uint64_t *check_pcs;            /* CP_UNWIND_RULES_CHECK: the */
@@ -269,6 +276,11 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp,
 		memcpy(valp, s->stack + (addr - s->stack_addr), sizeof(*valp));
 		return 0;
 	}
+	for (size_t i = 0; s && i < uw->npopped; i++)
+		if (addr == uw->popped_at[i]) {
+			*valp = uw->popped_val[i];
+			return 0;
+		}
 	/* The unwind tables: only from the checked copies.  */
 	if (cp_unwtables_read(uw->tables, addr, valp))
 		return 0;
@@ -788,22 +800,8 @@ static int fast_step(const struct cp_rule *r, const struct cp_snapshot *s,
 		if (cp_rule_how(r, i) != CP_SAVED_CFA)
 			continue;
 		uint64_t at = cfa + (uint64_t)((int64_t)r->slot[i] * 8);
-		if (stack_word(s, at, &vals[i]))
-			continue;
-		/* A copy by the kernel begins at the stack pointer.  A
-		 * slot below it, in the innermost frame, is one its
-		 * epilogue popped already (the CFI of glibc's malloc and
-		 * free still says where rbx and rbp were after the pops):
-		 * the register holds the value.  */
-		uint32_t bit = CP_UNWIND_REG(cp_rule_saved_reg[i]);
-		if (s->copied_running && i != CP_RULE_RA &&
-		    at < s->stack_addr &&
-		    fr->val[CP_REG_RSP] == s->stack_addr &&
-		    !((fr->unknown | fr->lost) & bit)) {
-			vals[i] = fr->val[cp_rule_saved_reg[i]];
-			continue;
-		}
-		return FAST_DEFER;
+		if (!stack_word(s, at, &vals[i]))
+			return FAST_DEFER;
 	}
 	bool ra_undef = cp_rule_how(r, CP_RULE_RA) == CP_SAVED_UNDEF;
 	uint64_t next_ip = ra_undef ? 0 : vals[CP_RULE_RA];
@@ -1095,6 +1093,39 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 /* Walk SNAP, whose registers in UNKNOWN hold no value: *NEEDED gets
  * those of them the walk needed (it stopped at the first).  PCS[0] is the
  * pc whatever happens.  */
+/* A copy by the kernel begins at the stack pointer, without the red
+ * zone below it that a stop's snapshot takes.  In an epilogue the
+ * innermost frame's rule still names slots there for registers it has
+ * popped already (glibc's malloc and free between their pops: CFA
+ * rsp+16, rbx at c-32 and rbp at c-24): the registers hold those values,
+ * which access_mem gives for those slots.  */
+static void find_popped(struct cp_unwinder *uw, const struct cp_snapshot *snap)
+{
+	uw->npopped = 0;
+	if (!snap->copied_running)
+		return;
+	struct cp_rule buf;
+	const struct cp_rule *r = rule_for(uw, snap->regs.rip, &buf);
+	if (r->kind != CP_RULE_SIMPLE)
+		return;
+	unsigned long long *base = reg_slot(&uw->regs, r->cfa_reg);
+	if (!base)
+		return;
+	uint64_t cfa = *base + (uint64_t)(int64_t)r->cfa_off;
+	for (unsigned i = 0; i < CP_RULE_NSAVED && uw->npopped < POPPED_MAX;
+	     i++) {
+		if (i == CP_RULE_RA || cp_rule_how(r, i) != CP_SAVED_CFA)
+			continue;
+		uint64_t at = cfa + (uint64_t)((int64_t)r->slot[i] * 8);
+		unsigned long long *reg = reg_slot(&uw->regs,
+						   cp_rule_saved_reg[i]);
+		if (at < snap->stack_addr && reg) {
+			uw->popped_at[uw->npopped] = at;
+			uw->popped_val[uw->npopped++] = *reg;
+		}
+	}
+}
+
 static size_t walk_snapshot(struct cp_unwinder *uw,
 			    const struct cp_snapshot *snap, uint32_t unknown,
 			    uint64_t *pcs, size_t max, struct walk_end *end,
@@ -1105,9 +1136,11 @@ static size_t walk_snapshot(struct cp_unwinder *uw,
 	uw->snap = snap;
 	uw->regs = snap->regs;
 	uw->lost = 0;
+	find_popped(uw, snap);
 	partial_unknown = unknown;
 	partial_needed = 0;
 	size_t n = walk(uw, uw->as, uw, pcs, max, end);
+	uw->npopped = 0;
 	if (n == 0) {
 		pcs[n++] = snap->regs.rip;
 		end->ended = false;
