@@ -89,10 +89,12 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
 	if (rc < 0)
 		goto fail;
 	/* The method: the kernel's probes when asked for (not yet the
-	 * default: see enum cp_heap_method).  */
+	 * default: see enum cp_heap_method), and not with what only traps
+	 * do (a step, ptrace unwinding, tracer threads).  */
 	if (h->o.method == CP_HEAP_METHOD_UPROBES) {
 		rc = -CP_E_INVAL;
-		if (h->o.force_step || h->o.unwind == CP_UNWIND_PTRACE)
+		if (h->o.force_step || h->o.unwind == CP_UNWIND_PTRACE ||
+		    h->o.tracers > 1)
 			goto fail;
 		rc = cp_heap_uprobes_new(h, &h->uprobes);
 		if (rc < 0)

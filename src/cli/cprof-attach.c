@@ -190,7 +190,7 @@ static int run_heap(const struct options *o, struct cp_session *session,
 			s->stacks_cut == 1 ? "" : "s",
 			(unsigned long long)s->threads_untraced,
 			s->threads_untraced == 1 ? "" : "s");
-	else if (o->verbose)
+	if (o->verbose)
 		message("%u tracer thread%s; %llu new thread%s handed to another "
 			"at birth; %llu of %llu stacks were an earlier unwind's",
 			s->tracers, s->tracers == 1 ? "" : "s",
