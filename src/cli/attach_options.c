@@ -80,7 +80,7 @@ static const char usage_text[] =
 	"                           default: one per CPU, up to 4, beside the main one)\n"
 	"      --heap-method METHOD traps (default: int3s of ours, a stop per call) or\n"
 	"                           uprobes (the kernel's int3s, records with stack\n"
-	"                           copies, no stop; slow to close: about 1.5 s a thread)\n"
+	"                           copies, no stop; about 1.4 s to close at the end)\n"
 	"      --top N              sites listed per table of the heap report (default 10)\n"
 	"      --top                without --heap: a live full-screen view of the hottest\n"
 	"                           functions, redrawn every second (? for its keys)\n"
