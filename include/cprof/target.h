@@ -109,6 +109,11 @@ struct cp_target_hooks {
 	 * thread (cp_target_park): it is no thread of this target any
 	 * more.  May be NULL.  */
 	bool (*on_birth)(void *arg, pid_t tid);
+	/* Thread TID is at its exit stop (cp_target_set_exit_stops): it
+	 * has run its last instruction, and the process's memory is still
+	 * there (for the last thread too).  It is held, and resumed (to its
+	 * end) after the hook.  May be NULL.  */
+	void (*on_exit)(void *arg, pid_t tid);
 };
 
 /* Follow fork and vfork children from now on (ON), or no longer: the
@@ -318,6 +323,12 @@ void cp_target_learn_stack(struct cp_target *target, pid_t tid, uint64_t sp);
 /* Where the stack of TID ends (the end of the mapping its stack
  * pointer was learned in), 0 when not learned yet.  */
 uint64_t cp_target_stack_end(struct cp_target *target, pid_t tid);
+
+/* Stop each thread at its exit (PTRACE_O_TRACEEXIT) for the on_exit
+ * hook (ON), or no longer: what a thread left for us is taken while the
+ * process's memory is still there.  Every thread is held for a moment
+ * to change its ptrace options.  Returns 0 or -CP_E_GONE.  */
+int cp_target_set_exit_stops(struct cp_target *target, bool on);
 
 /* Install HOOKS (copied); NULL removes them.  */
 void cp_target_set_hooks(struct cp_target *target,

@@ -322,7 +322,7 @@ int cp_breaks_new(struct cp_session *session, struct cp_target *target,
 	b->target = target;
 	b->pid = cp_target_pid(target);
 	b->next_id = 1;
-	struct cp_target_hooks hooks = {on_trap, on_fork, on_exec, b, NULL};
+	struct cp_target_hooks hooks = {on_trap, on_fork, on_exec, b, NULL, NULL};
 	int rc = cp_session_hooks_add(session, &hooks);
 	if (rc < 0) {
 		free(b);

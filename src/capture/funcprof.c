@@ -310,7 +310,7 @@ int cp_funcprof_new(struct cp_session *session, struct cp_target *target,
 	if (rc < 0)
 		goto fail;
 	/* The hooks before the byte: a thread may reach it at once.  */
-	struct cp_target_hooks hooks = {on_trap, on_fork, on_exec, f, NULL};
+	struct cp_target_hooks hooks = {on_trap, on_fork, on_exec, f, NULL, NULL};
 	rc = cp_session_hooks_add(session, &hooks);
 	if (rc < 0)
 		goto fail;

@@ -34,7 +34,8 @@ static int hooks_in(struct cp_heap *h)
 	struct cp_target_hooks hooks = { cp_heap_trap_on_trap,
 					 cp_heap_trap_on_fork,
 					 cp_heap_trap_on_exec, &h->lane0,
-					 cp_heap_lanes_on_birth };
+					 cp_heap_lanes_on_birth,
+					 cp_heap_uprobes_on_exit };
 	if (h->session)
 		return cp_session_hooks_add(h->session, &hooks);
 	cp_target_set_hooks(h->target, &hooks);
@@ -329,6 +330,8 @@ int cp_heap_finish(struct cp_heap *h)
 			cp_target_release_all(h->target);
 		cp_heap_uprobes_close(h);
 	}
+	if (h->uprobes && !cp_target_exited(h->target))
+		cp_target_set_exit_stops(h->target, false);
 	uint64_t end = cp_heap_now_ns();
 	if (h->t0_ns && cp_heap_phase(h) == TRACING)
 		cp_heaptable_end(h->table, end);

@@ -259,7 +259,7 @@ static void *lane_main(void *arg)
 	struct cp_target_hooks hooks = { cp_heap_trap_on_trap,
 					 cp_heap_trap_on_fork,
 					 cp_heap_trap_on_exec, l,
-					 cp_heap_lanes_on_birth };
+					 cp_heap_lanes_on_birth, NULL };
 	cp_target_set_hooks(target, &hooks);
 	set_state(l, LANE_SERVING);
 	/* A trap on a breakpoint being set is not known for ours until

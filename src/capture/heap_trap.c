@@ -213,6 +213,12 @@ int cp_heap_trap_arm(struct cp_heap *h)
 	 * when it refuses them.  */
 	bool probed = h->uprobes && !h->o.force_step &&
 		      cp_heap_uprobes_arm(h, found) == 0;
+	/* A thread's records are taken at its exit stop, while the
+	 * process's memory is there to unwind them with (a short program
+	 * is gone before the next pass).  Set now: in launch mode the
+	 * program runs on from this trap.  */
+	if (probed)
+		cp_target_set_exit_stops(h->target, true);
 	if (h->uprobes && !probed) {
 		cp_heap_uprobes_free(h->uprobes);
 		h->uprobes = NULL;

@@ -37,11 +37,12 @@
 #define ENTRY_COPY (8 * 1024)
 
 /* A free's record copies its return address: where an unknown block's
- * free came from (the table asks, internal_frees).  A return's copies
- * what posix_memalign's result is stored in, when that is on the
- * caller's stack (it is read from the target otherwise).  */
+ * free came from (the table asks, internal_frees).  The return of a call
+ * that stores its result (posix_memalign) copies the caller's frames,
+ * where the result is stored as a rule (it is read from the target
+ * otherwise, which may have moved on); other returns copy nothing.  */
 #define FREE_COPY 8
-#define RETURN_COPY 512
+#define STORED_COPY 4096
 
 /* A thread's ring: about 1000 allocating entries' records, less when
  * locked memory is short (perf_event_mlock_kb without CAP_IPC_LOCK).
@@ -72,8 +73,7 @@
 struct site {
 	uint32_t row;
 	bool ret;
-	uint32_t copy;       /* stack bytes its records carry; 0: the
-			      * thread's entry copy */
+	uint32_t copy;       /* stack bytes its records carry */
 	uint64_t offset;     /* in the file */
 	char path[64];       /* /proc/PID/map_files/START-END */
 	uint64_t tp_id;      /* its definition in tracefs, 0: none (an
@@ -206,7 +206,7 @@ bool cp_heap_uprobes_armed(const struct cp_heap *h)
 /* ------------------------------------------------------ events */
 
 static int open_site(const struct cp_heap_uprobes *u, const struct site *s,
-		     pid_t tid, uint32_t copy, size_t ring_data)
+		     pid_t tid, size_t ring_data)
 {
 	struct perf_event_attr attr;
 	memset(&attr, 0, sizeof(attr));
@@ -225,7 +225,7 @@ static int open_site(const struct cp_heap_uprobes *u, const struct site *s,
 			   PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER |
 			   PERF_SAMPLE_STACK_USER;
 	attr.sample_regs_user = CP_REGS_PERF_MASK;
-	attr.sample_stack_user = s->copy ? s->copy : copy;
+	attr.sample_stack_user = s->copy;
 	attr.use_clockid = 1;
 	attr.clockid = CLOCK_MONOTONIC;
 	attr.exclude_kernel = 1;
@@ -310,7 +310,7 @@ static void close_thread(struct cp_heap_uprobes *u, struct uthread *t)
 }
 
 /* Open every site's event on thread T->tid into one ring of
- * T->ring_data bytes (less when locked memory is short), with T->copy.
+ * T->ring_data bytes (less when locked memory is short).
  * Returns 0 or -CP_E_SYS (nothing left open; errno kept).  */
 static int open_events(struct cp_heap *h, struct uthread *t)
 {
@@ -318,10 +318,10 @@ static int open_events(struct cp_heap *h, struct uthread *t)
 	struct rlimit files;
 	bool limit = getrlimit(RLIMIT_NOFILE, &files) == 0 &&
 		     files.rlim_cur != RLIM_INFINITY;
-	uint32_t copy = ENTRY_COPY;
+	const uint32_t copy = ENTRY_COPY;
 	t->nfds = 0;
 	for (size_t i = 0; i < u->nsites; i++) {
-		int fd = open_site(u, &u->sites[i], t->tid, copy, t->ring_data);
+		int fd = open_site(u, &u->sites[i], t->tid, t->ring_data);
 		if (fd >= 0 && limit && (rlim_t)fd + FD_RESERVE >= files.rlim_cur) {
 			close(fd);
 			fd = -1;
@@ -427,7 +427,8 @@ int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found)
 		struct site *s = &u->sites[u->nsites];
 		s->row = (uint32_t)f;
 		s->ret = false;
-		s->copy = e->result == CP_HEAP_RESULT_NONE ? FREE_COPY : 0;
+		s->copy = e->result == CP_HEAP_RESULT_NONE ? FREE_COPY
+							    : ENTRY_COPY;
 		rc = place_site(h, maps, s, found[f].addr);
 		if (rc < 0)
 			break;
@@ -436,7 +437,8 @@ int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found)
 			struct site *r = &u->sites[u->nsites++];
 			*r = *s;
 			r->ret = true;
-			r->copy = RETURN_COPY;
+			r->copy = e->result == CP_HEAP_RESULT_STORED
+					  ? STORED_COPY : 0;
 		}
 	}
 	cp_maps_free(maps);
@@ -465,10 +467,22 @@ int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found)
 	if (u->epfd < 0 || u->sigfd < 0 ||
 	    epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->sigfd, &ev) < 0)
 		goto fail;
+	/* Every thread is probed at once, as an int3 is in for all of them
+	 * at once: a block made by a thread probed first and freed by one
+	 * not yet probed would stay live for ever.  Held for the moment
+	 * their events take to open (a millisecond or two), unless they are
+	 * already (launch mode: the one thread at the loader's trap).  */
 	size_t count = 0;
 	struct cp_thread *threads = cp_target_threads(h->target, &count);
+	bool all_held = count > 0;
+	for (size_t i = 0; i < count; i++)
+		all_held &= threads[i].stopped;
+	bool held = !all_held && cp_target_hold_all(h->target) == 0;
+	threads = cp_target_threads(h->target, &count);
 	pid_t *tids = calloc(count ? count : 1, sizeof(*tids));
 	if (!tids) {
+		if (held)
+			cp_target_release_all(h->target);
 		rc = -CP_E_NOMEM;
 		goto fail;
 	}
@@ -486,6 +500,8 @@ int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found)
 		opened++;
 	}
 	free(tids);
+	if (held)
+		cp_target_release_all(h->target);
 	if (rc >= 0 && !opened)
 		rc = -CP_E_GONE;
 	if (rc < 0)
@@ -897,8 +913,11 @@ static void take_all(struct cp_heap *h, bool final)
 	u->taking = false;
 	/* The threads asked to stop are served as their stops come (a
 	 * thread waiting for a CPU stops only once it gets one: waiting for
-	 * it here would leave the others' rings untaken).  */
-	cp_target_serve(h->target, 0, on_stop, h);
+	 * it here would leave the others' rings untaken).  Not at the end:
+	 * the threads are held (or at an exec stop, inside the target's
+	 * dispatch), and a thread served would be let go.  */
+	if (!final)
+		cp_target_serve(h->target, 0, on_stop, h);
 	/* Threads gone: their rings were taken, their events go.  */
 	for (size_t i = 0; !final && i < u->nthreads;) {
 		if (cp_target_thread(h->target, u->threads[i].tid)) {
@@ -910,6 +929,19 @@ static void take_all(struct cp_heap *h, bool final)
 		u->threads[i] = u->threads[--u->nthreads];
 	}
 	emit_pending(h, final ? 0 : (pass > HOLDBACK_NS ? pass - HOLDBACK_NS : 1));
+}
+
+void cp_heap_uprobes_on_exit(void *arg, pid_t tid)
+{
+	struct heap_lane *l = arg;
+	struct cp_heap *h = l->heap;
+	(void)tid;
+	if (!cp_heap_uprobes_armed(h))
+		return;
+	/* Called from inside the target's dispatch: rings are taken, no
+	 * stop is asked for or served here.  */
+	for (size_t i = 0; i < h->uprobes->nthreads; i++)
+		take_ring(h, &h->uprobes->threads[i]);
 }
 
 int cp_heap_uprobes_run(struct cp_heap *h, uint64_t deadline,
@@ -978,8 +1010,12 @@ void cp_heap_uprobes_end(struct cp_heap *h)
 
 void cp_heap_uprobes_close(struct cp_heap *h)
 {
-	if (h->uprobes)
-		close_all(h->uprobes);
+	struct cp_heap_uprobes *u = h->uprobes;
+	if (!u)
+		return;
+	close_all(u);
+	closer_join(&u->closer);
+	cp_tracefs_probes_remove(&u->defs);
 }
 
 void cp_heap_uprobes_free(struct cp_heap_uprobes *u)

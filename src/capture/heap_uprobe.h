@@ -40,6 +40,11 @@ bool cp_heap_uprobes_armed(const struct cp_heap *h);
 /* A new thread TID, held at its first stop: probe it before it runs.  */
 void cp_heap_uprobes_birth(struct cp_heap *h, pid_t tid);
 
+/* Hook of the target (cp_target_hooks.on_exit; ARG the heap's lane 0):
+ * thread TID is at its exit stop, the process's memory still there:
+ * every ring is taken now, the stacks unwound while they can be.  */
+void cp_heap_uprobes_on_exit(void *arg, pid_t tid);
+
 /* Take the records until DEADLINE (CLOCK_MONOTONIC ns, 0: none), a stop
  * (*STOP or the options'), the target's exit or exec.  Returns 0 or the
  * first internal failure; *STOPPED says whether a stop ended it.  */
@@ -51,9 +56,10 @@ int cp_heap_uprobes_run(struct cp_heap *h, uint64_t deadline,
  * written.  */
 void cp_heap_uprobes_end(struct cp_heap *h);
 
-/* Close the events: the kernel takes its int3s out.  Each close waits
- * for the kernel's grace periods, so it is done with the threads
- * running.  */
+/* Close the events and wait until they are closed: the kernel has taken
+ * its int3s out when this returns.  A close waits for the kernel's
+ * grace periods (about 85 ms, for each definition in tracefs or each
+ * event of the uprobe PMU), so it is done with the threads running.  */
 void cp_heap_uprobes_close(struct cp_heap *h);
 
 void cp_heap_uprobes_free(struct cp_heap_uprobes *u);

@@ -173,6 +173,16 @@ static bool dispatch_birth(void *arg, pid_t tid)
 	return false;
 }
 
+static void dispatch_exit(void *arg, pid_t tid)
+{
+	struct cp_session *s = arg;
+	for (size_t i = 0; i < s->nclients; i++) {
+		struct cp_target_hooks c = s->clients[i];
+		if (c.on_exit)
+			c.on_exit(c.arg, tid);
+	}
+}
+
 size_t cp_session_hooks_count(const struct cp_session *s)
 {
 	return s->nclients;
@@ -260,7 +270,7 @@ static int set_up(struct cp_session *s)
 	 * function add themselves to the list.  */
 	struct cp_target_hooks dispatcher = { dispatch_trap, dispatch_fork,
 					      dispatch_exec, s,
-					      dispatch_birth };
+					      dispatch_birth, dispatch_exit };
 	s->nclients = 0;
 	s->forks_needed = 0;
 	s->before_exec = false;

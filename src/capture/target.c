@@ -43,6 +43,7 @@ struct cp_target {
 	bool detaching;          /* cp_target_detach is in progress */
 	bool exec_seen;
 	bool follow_forks;
+	bool exit_stops;          /* PTRACE_O_TRACEEXIT: the on_exit hook */
 	bool forks_followed;  /* FOLLOW_FORKS was on at some time */
 	bool holding;            /* cp_target_hold_all: keep every thread */
 	/* Our threads share the target: each waits only for its own
@@ -80,6 +81,8 @@ static unsigned long ptrace_options(const struct cp_target *t)
 		o |= PTRACE_O_TRACECLONE;
 	if (t->follow_forks)
 		o |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
+	if (t->exit_stops)
+		o |= PTRACE_O_TRACEEXIT;
 	return o;
 }
 
@@ -496,6 +499,22 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 		resume(th);
 		return EV_HANDLED;
 	}
+	case PTRACE_EVENT_EXIT:
+		/* The thread's last stop, its memory still there.  */
+		if (t->hooks.on_exit && !t->detaching) {
+			th->stopped = true;
+			t->hooks.on_exit(t->hooks.arg, tid);
+			th = find_thread(t, tid);
+			if (!th)
+				return EV_GONE;
+			th->stopped = false;
+		}
+		if (t->detaching) {
+			detach_now(t, th, 0);
+			return EV_GONE;
+		}
+		resume(th);
+		return EV_HANDLED;
 	case PTRACE_EVENT_EXEC: {
 		/* A thread other than the leader that calls execve takes the
 		 * leader's TID and its own TID vanishes without a report:
@@ -1541,14 +1560,11 @@ int cp_target_wait_event(struct cp_target *t)
 	return 1;
 }
 
-int cp_target_set_follow_forks(struct cp_target *t, bool on)
+/* Set every held thread's ptrace options (PTRACE_SETOPTIONS needs the
+ * thread in a ptrace-stop; threads born later inherit the options of
+ * the thread that cloned them).  */
+static int set_options(struct cp_target *t)
 {
-	if (t->follow_forks == on)
-		return 0;
-	t->follow_forks = on;
-	t->forks_followed |= on;
-	/* PTRACE_SETOPTIONS needs the thread in a ptrace-stop.  Threads
-	 * born later inherit the options of the thread that cloned them.  */
 	int rc = cp_target_hold_all(t);
 	for (size_t i = 0; i < t->nthreads; i++)
 		if (t->threads[i].stopped)
@@ -1556,6 +1572,33 @@ int cp_target_set_follow_forks(struct cp_target *t, bool on)
 			       (void *)ptrace_options(t));
 	cp_target_release_all(t);
 	return rc;
+}
+
+int cp_target_set_exit_stops(struct cp_target *t, bool on)
+{
+	if (t->exit_stops == on)
+		return 0;
+	t->exit_stops = on;
+	/* Called from a hook with the only thread held at a trap (launch
+	 * mode, the libraries just mapped): no other stop needed.  */
+	bool all_held = t->nthreads > 0;
+	for (size_t i = 0; i < t->nthreads; i++)
+		all_held &= t->threads[i].stopped;
+	if (!all_held)
+		return set_options(t);
+	for (size_t i = 0; i < t->nthreads; i++)
+		ptrace(PTRACE_SETOPTIONS, t->threads[i].tid, 0,
+		       (void *)ptrace_options(t));
+	return 0;
+}
+
+int cp_target_set_follow_forks(struct cp_target *t, bool on)
+{
+	if (t->follow_forks == on)
+		return 0;
+	t->follow_forks = on;
+	t->forks_followed |= on;
+	return set_options(t);
 }
 
 int cp_target_hold_all(struct cp_target *t)
