@@ -172,8 +172,8 @@ struct cp_heap_summary {
 	uint64_t threads_throttled; /* stops of a thread whose ring filled
 				     * faster than it was taken */
 	uint64_t threads_untraced;  /* threads whose probes were refused */
-	uint64_t stacks_cut;        /* allocations whose copy was full: their
-				     * stack may go on beyond it */
+	uint64_t stacks_cut;        /* allocations whose stack was cut where
+				     * the copy ended */
 	const struct cp_heap_site *sites; /* by stack id; may have gaps */
 	size_t nsites;
 	/* Live bytes recorded at every change, as the highest of each span

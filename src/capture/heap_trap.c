@@ -428,8 +428,9 @@ static bool frames_in_files(struct cp_heap *h, const uint64_t *pcs, size_t n)
  * allocator's own frame is left out, the caller comes first.  The same
  * registers and stack bytes as an unwind kept give its stack id.  */
 void cp_heap_record_stack(struct heap_lane *l, const struct cp_snapshot *snap,
-			  uint32_t *stack_out)
+			  uint32_t *stack_out, bool *ended_out)
 {
+	bool ended = true;
 	struct cp_heap *h = l->heap;
 	uint64_t regs[UNWIND_MEMO_REGS];
 	struct unwind_memo *memo = NULL;
@@ -458,6 +459,8 @@ void cp_heap_record_stack(struct heap_lane *l, const struct cp_snapshot *snap,
 			if (memo_matches(&set[w], regs, bytes, len)) {
 				set[w].used = l->memo_clock;
 				*stack_out = set[w].stack;
+				if (ended_out)
+					*ended_out = set[w].ended;
 				l->s.unwinds_reused++;
 				return;
 			}
@@ -489,10 +492,12 @@ void cp_heap_record_stack(struct heap_lane *l, const struct cp_snapshot *snap,
 		if (partial.needed || partial.rbp_scanned ||
 		    !frames_in_files(h, l->pcs, n))
 			memo = NULL;
+		else
+			ended = partial.ended;
 	}
 	if (!memo && snap->copied_running)
-		n = cp_unwinder_unwind(h->unwinder, snap, l->pcs,
-				       h->o.max_depth + 1);
+		n = cp_unwinder_unwind_ended(h->unwinder, snap, l->pcs,
+					     h->o.max_depth + 1, &ended);
 	else if (!memo)
 		n = cp_capture_unwind(l->capture, &l->slot, l->pcs,
 				      h->o.max_depth + 1);
@@ -513,8 +518,12 @@ out:
 		return;
 	}
 	*stack_out = stack;
-	if (memo)
+	if (ended_out)
+		*ended_out = ended;
+	if (memo) {
 		memo_keep(memo, regs, bytes, len, stack, l->memo_clock);
+		memo->ended = ended;
+	}
 }
 
 static enum cp_target_trap entry_trap(struct heap_lane *l, pid_t tid,
@@ -765,7 +774,7 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		/* After the resume: the copy's frames (the capture path also
 		 * learns, once per thread, where its stack ends, so the next
 		 * copies take exactly the used part).  */
-		cp_heap_record_stack(l, &l->slot.snap, &ts->stack);
+		cp_heap_record_stack(l, &l->slot.snap, &ts->stack, NULL);
 	}
 	return CP_TRAP_HANDLED;
 }

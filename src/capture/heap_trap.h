@@ -60,6 +60,7 @@ struct unwind_memo {
 	unsigned char *bytes;     /* those bytes */
 	size_t cap;
 	uint32_t stack;           /* the stack id it was unwound into */
+	bool ended;               /* that unwind reached the outermost frame */
 	uint64_t used;            /* the memo's clock at its last use */
 };
 
@@ -199,9 +200,11 @@ static inline void cp_heap_set_phase(struct cp_heap *h, enum phase phase)
 /* Unwind SNAP, a copy taken at an allocator's entry (by a trap of
  * ours, or by the kernel: SNAP->copied_running), into *STACK, a stack
  * id of the heap's profile: the allocator's own frame left out, an
- * earlier unwind of the same registers and stack bytes reused.  */
+ * earlier unwind of the same registers and stack bytes reused.  *ENDED
+ * (may be NULL) says whether the unwind reached the outermost frame
+ * (always true for an unwind through ptrace).  */
 void cp_heap_record_stack(struct heap_lane *l, const struct cp_snapshot *snap,
-			  uint32_t *stack);
+			  uint32_t *stack, bool *ended);
 
 /* The return address of the free being handed to the table by the
  * uprobe method (its record's copy), 0 for the traps.  */

@@ -676,16 +676,12 @@ static void on_entry(struct cp_heap *h, struct uthread *t,
 		.stack_addr = sp,
 		.copied_running = true,
 	};
-	if (r->stack_len >= ENTRY_COPY) {
-		/* The copy came full: the stack goes on beyond it when its
-		 * mapping does (a thread's TLS and the main thread's
-		 * environment lie there too: a count on the safe side).  */
-		cp_target_learn_stack(h->target, t->tid, sp);
-		uint64_t hi = cp_target_stack_end(h->target, t->tid);
-		if (!hi || hi - sp > r->stack_len)
-			h->s.stacks_cut++;
-	}
-	cp_heap_record_stack(l, &snap, &t->stack);
+	bool ended = true;
+	cp_heap_record_stack(l, &snap, &t->stack, &ended);
+	/* The copy came full and the frames stop short of the outermost:
+	 * the stack goes on beyond the copy.  */
+	if (!ended && r->stack_len >= ENTRY_COPY)
+		h->s.stacks_cut++;
 }
 
 static void on_return(struct cp_heap *h, struct uthread *t,

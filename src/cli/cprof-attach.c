@@ -178,8 +178,8 @@ static int run_heap(const struct options *o, struct cp_session *session,
 	if (o->verbose && s->uprobes)
 		message("the kernel's uprobes: %llu of %llu stacks were an "
 			"earlier unwind's; %llu stop%s of a thread that "
-			"outran the tracer; %llu record%s lost; %llu cop%s "
-			"of the stack full (cut?); %llu thread%s not probed",
+			"outran the tracer; %llu record%s lost; %llu stack%s "
+			"cut where the copy ended; %llu thread%s not probed",
 			(unsigned long long)s->unwinds_reused,
 			(unsigned long long)s->allocations,
 			(unsigned long long)s->threads_throttled,
@@ -187,7 +187,7 @@ static int run_heap(const struct options *o, struct cp_session *session,
 			(unsigned long long)s->events_lost,
 			s->events_lost == 1 ? "" : "s",
 			(unsigned long long)s->stacks_cut,
-			s->stacks_cut == 1 ? "y" : "ies",
+			s->stacks_cut == 1 ? "" : "s",
 			(unsigned long long)s->threads_untraced,
 			s->threads_untraced == 1 ? "" : "s");
 	if (o->verbose)
