@@ -180,10 +180,15 @@ int cp_heap_run(struct cp_heap *h)
 	return cp_heap_run_until(h, 0, NULL, NULL);
 }
 
-/* Why a run ended, WHY unless the target exited or exec'd, into *END.  */
-static void run_ended(struct cp_heap *h, enum cp_heap_end why,
-		      enum cp_heap_end *end)
+/* Why a run ended, into *END: the target exited or exec'd, a stop
+ * (STOPPED), else the deadline.  */
+static void run_ended(struct cp_heap *h, bool stopped, enum cp_heap_end *end)
 {
+	enum cp_heap_end why = CP_HEAP_DEADLINE;
+	if (stopped) {
+		h->s.interrupted = true;
+		why = CP_HEAP_STOPPED;
+	}
 	h->s.target_exited = cp_target_exited(h->target);
 	if (h->s.target_exec)
 		why = CP_HEAP_EXEC;
@@ -196,21 +201,17 @@ static void run_ended(struct cp_heap *h, enum cp_heap_end why,
 int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 		      volatile sig_atomic_t *stop, enum cp_heap_end *end)
 {
-	enum cp_heap_end why = CP_HEAP_DEADLINE;
+	uint64_t deadline = h->o.duration > 0
+				    ? h->t0_ns + (uint64_t)(h->o.duration * 1e9)
+				    : 0;
+	if (until_ns && (!deadline || until_ns < deadline))
+		deadline = until_ns;
+	bool stopped = false;
 	if (cp_heap_uprobes_armed(h)) {
 		/* The kernel's probes: no trap to wait for, records to
 		 * take.  */
-		uint64_t deadline = h->o.duration > 0
-			? h->t0_ns + (uint64_t)(h->o.duration * 1e9) : 0;
-		if (until_ns && (!deadline || until_ns < deadline))
-			deadline = until_ns;
-		bool stopped = false;
 		int rc = cp_heap_uprobes_run(h, deadline, stop, &stopped);
-		if (stopped) {
-			h->s.interrupted = true;
-			why = CP_HEAP_STOPPED;
-		}
-		run_ended(h, why, end);
+		run_ended(h, stopped, end);
 		return rc;
 	}
 	/* A timer signal to the tracing thread wakes the blocking wait
@@ -239,22 +240,9 @@ int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 		struct itimerspec its = { { 0, 100000000 }, { 0, 100000000 } };
 		timer_settime(timer, 0, &its, NULL);
 	}
-	uint64_t deadline = h->o.duration > 0
-				    ? h->t0_ns + (uint64_t)(h->o.duration * 1e9)
-				    : 0;
-	if (until_ns && (!deadline || until_ns < deadline))
-		deadline = until_ns;
 	int rc = 0;
 	while (cp_heap_phase(h) == TRACING) {
-		if ((h->o.stop && *h->o.stop) || (stop && *stop)) {
-			h->s.interrupted = true;
-			why = CP_HEAP_STOPPED;
-			break;
-		}
-		uint64_t now = cp_heap_now_ns();
-		if (deadline && now >= deadline)
-			break;
-		if (cp_target_exited(h->target))
+		if (cp_heap_run_over(h, stop, deadline, &stopped))
 			break;
 		int got = cp_target_wait_event(h->target);
 		if (got == -CP_E_GONE)
@@ -275,7 +263,7 @@ int cp_heap_run_until(struct cp_heap *h, uint64_t until_ns,
 	 * pending one is taken by our handler, not the caller's.  */
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 	sigaction(SIGALRM, &old_sa, NULL);
-	run_ended(h, why, end);
+	run_ended(h, stopped, end);
 	return rc;
 }
 

@@ -65,10 +65,10 @@ static void emit(struct cp_heap *h, const struct cp_heap_event *event,
 static uint64_t free_caller(void *arg, const struct cp_heap_event *event)
 {
 	struct cp_heap *h = arg;
-	uint64_t caller = cp_heap_uprobes_free_caller(h);
+	uint64_t caller = 0;
 	(void)event;
-	if (h->uprobes)
-		return caller; /* the record's copy: the thread went on */
+	if (h->uprobes) /* the record's copy: the thread went on */
+		return cp_heap_uprobes_free_caller(h);
 	if (!cp_heap_read_u64(h->pid, h->free_sp, &caller))
 		caller = 0;
 	return caller;
@@ -211,8 +211,7 @@ int cp_heap_trap_arm(struct cp_heap *h)
 	h->where[0] = '\0';
 	/* The kernel's probes when it has them (heap_uprobe.h); our traps
 	 * when it refuses them.  */
-	bool probed = h->uprobes && !h->o.force_step &&
-		      cp_heap_uprobes_arm(h, found) == 0;
+	bool probed = h->uprobes && cp_heap_uprobes_arm(h, found) == 0;
 	/* A thread's records are taken at its exit stop, while the
 	 * process's memory is there to unwind them with (a short program
 	 * is gone before the next pass).  Set now: in launch mode the
@@ -231,53 +230,39 @@ int cp_heap_trap_arm(struct cp_heap *h)
 		snprintf(h->s.module[f], sizeof(h->s.module[f]), "%s",
 			 found[f].module);
 		h->s.traced[f] = true;
-		if (probed) {
-			bool alias = false;
-			for (size_t a = 0; a < f && !alias; a++)
-				if (found[a].addr == found[f].addr &&
-				    h->s.traced[a]) {
-					snprintf(h->s.module[f],
-						 sizeof(h->s.module[f]),
-						 "alias of %s",
-						 h->entries[a].name);
-					alias = true;
-				}
-			if (alias)
-				continue;
-			if (!strstr(h->where, found[f].module)) {
-				size_t len = strlen(h->where);
-				snprintf(h->where + len, sizeof(h->where) - len,
-					 "%s%s", len ? ", " : "",
-					 found[f].module);
-			}
-			h->nprobed++;
-			continue;
-		}
-		struct cp_int3 *alias = find_bp(h, found[f].addr);
-		if (alias) {
-			/* An alias (glibc's memalign is aligned_alloc): one
-			 * breakpoint, counted under the first name.  */
+		/* An alias (glibc's memalign is aligned_alloc): one
+		 * breakpoint or probe, counted under the first name.  */
+		size_t first = 0;
+		while (first < f && !(found[first].addr == found[f].addr &&
+				      h->s.traced[first]))
+			first++;
+		if (first < f) {
 			snprintf(h->s.module[f], sizeof(h->s.module[f]),
-				 "alias of %s", h->entries[alias->tag].name);
+				 "alias of %s", h->entries[first].name);
 			continue;
 		}
-		struct cp_int3 *bp = &h->bps[h->nbps];
-		bp->tag = (uint32_t)f;
-		rc = cp_int3_prepare(h->pid, bp, found[f].addr,
-				     h->o.force_step);
-		if (rc == -CP_E_INVAL) {
-			/* Someone else's breakpoint (a debugger was here and
-			 * died): leave this entry point alone.  */
-			h->s.traced[f] = false;
-			rc = 0;
-			continue;
+		if (probed) {
+			h->nprobed++;
+		} else {
+			struct cp_int3 *bp = &h->bps[h->nbps];
+			bp->tag = (uint32_t)f;
+			rc = cp_int3_prepare(h->pid, bp, found[f].addr,
+					     h->o.force_step);
+			if (rc == -CP_E_INVAL) {
+				/* Someone else's breakpoint (a debugger was
+				 * here and died): leave this entry point
+				 * alone.  */
+				h->s.traced[f] = false;
+				rc = 0;
+				continue;
+			}
+			if (rc < 0)
+				goto out;
+			rc = insert_bp(h, bp);
+			if (rc < 0)
+				goto out;
+			h->nbps++;
 		}
-		if (rc < 0)
-			goto out;
-		rc = insert_bp(h, bp);
-		if (rc < 0)
-			goto out;
-		h->nbps++;
 		if (!strstr(h->where, found[f].module)) {
 			size_t len = strlen(h->where);
 			snprintf(h->where + len, sizeof(h->where) - len, "%s%s",
@@ -866,7 +851,7 @@ void cp_heap_trap_on_exec(void *arg)
 	}
 	/* The kernel's probes would follow the thread into the new image
 	 * (they are the thread's): the records of the old one are taken,
-	 * and the probes closed before it runs.  */
+	 * and the probes disabled before it runs (closed at the end).  */
 	cp_heap_uprobes_end(h);
 	/* The old image, our bytes with it, is gone; so are the steps
 	 * queued for it.  */

@@ -172,6 +172,21 @@ static inline uint64_t cp_heap_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether a run of heap tracing is over: a stop asked for (the
+ * options' or STOP: *STOPPED set), DEADLINE passed (0: none), the
+ * target gone.  */
+static inline bool cp_heap_run_over(const struct cp_heap *h,
+				    volatile sig_atomic_t *stop,
+				    uint64_t deadline, bool *stopped)
+{
+	if ((h->o.stop && *h->o.stop) || (stop && *stop)) {
+		*stopped = true;
+		return true;
+	}
+	return (deadline && cp_heap_now_ns() >= deadline) ||
+	       cp_target_exited(h->target);
+}
+
 /* Forget every unwind kept for reuse, in every lane (the mappings
  * changed: the same stack bytes may unwind or symbolize differently).  */
 static inline void cp_heap_memo_forget(struct cp_heap *h)

@@ -953,17 +953,11 @@ int cp_heap_uprobes_run(struct cp_heap *h, uint64_t deadline,
 	*stopped = false;
 	int rc = 0;
 	while (cp_heap_phase(h) == TRACING) {
-		if ((h->o.stop && *h->o.stop) || (stop && *stop)) {
-			*stopped = true;
+		if (cp_heap_run_over(h, stop, deadline, stopped))
 			break;
-		}
 		uint64_t now = now_ns();
-		if (deadline && now >= deadline)
-			break;
-		if (cp_target_exited(h->target))
-			break;
 		int wait_ms = PASS_MS;
-		if (deadline && (deadline - now) / 1000000 < (uint64_t)wait_ms)
+		if (deadline > now && (deadline - now) / 1000000 < (uint64_t)wait_ms)
 			wait_ms = (int)((deadline - now) / 1000000) + 1;
 		struct epoll_event evs[16];
 		int n = epoll_wait(u->epfd, evs, 16, wait_ms);

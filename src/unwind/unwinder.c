@@ -79,6 +79,7 @@ struct cp_unwinder {
 	 * the stack pointer its rule names, and the registers' values.  */
 	uint64_t popped_at[POPPED_MAX], popped_val[POPPED_MAX];
 	size_t npopped;
+	bool popped_found;              /* this walk has looked for them */
 	bool walk_rules;                /* the walk running uses RULES */
 	struct cp_unwinder_rules_stats stats;
 	uint64_t *check_pcs;            /* CP_UNWIND_RULES_CHECK: the */
@@ -262,6 +263,9 @@ static bool read_cached(struct cp_unwinder *uw, uint64_t addr, void *out,
 	return true;
 }
 
+static void find_popped(struct cp_unwinder *uw,
+			const struct cp_snapshot *snap);
+
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp,
 		      int write, void *arg)
 {
@@ -276,11 +280,19 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp,
 		memcpy(valp, s->stack + (addr - s->stack_addr), sizeof(*valp));
 		return 0;
 	}
-	for (size_t i = 0; s && i < uw->npopped; i++)
-		if (addr == uw->popped_at[i]) {
-			*valp = uw->popped_val[i];
-			return 0;
+	/* Below a kernel copy: a slot an epilogue popped (find_popped),
+	 * looked for only when a walk reads there.  */
+	if (s && s->copied_running && addr < s->stack_addr) {
+		if (!uw->popped_found) {
+			find_popped(uw, s);
+			uw->popped_found = true;
 		}
+		for (size_t i = 0; i < uw->npopped; i++)
+			if (addr == uw->popped_at[i]) {
+				*valp = uw->popped_val[i];
+				return 0;
+			}
+	}
 	/* The unwind tables: only from the checked copies.  */
 	if (cp_unwtables_read(uw->tables, addr, valp))
 		return 0;
@@ -796,13 +808,11 @@ static int fast_step(const struct cp_rule *r, const struct cp_snapshot *s,
 		base = fr->val[r->cfa_reg];
 	uint64_t cfa = base + (uint64_t)(int64_t)r->cfa_off;
 	uint64_t vals[CP_RULE_NSAVED] = {0};
-	for (unsigned i = 0; i < CP_RULE_NSAVED; i++) {
-		if (cp_rule_how(r, i) != CP_SAVED_CFA)
-			continue;
-		uint64_t at = cfa + (uint64_t)((int64_t)r->slot[i] * 8);
-		if (!stack_word(s, at, &vals[i]))
+	for (unsigned i = 0; i < CP_RULE_NSAVED; i++)
+		if (cp_rule_how(r, i) == CP_SAVED_CFA &&
+		    !stack_word(s, cfa + (uint64_t)((int64_t)r->slot[i] * 8),
+				&vals[i]))
 			return FAST_DEFER;
-	}
 	bool ra_undef = cp_rule_how(r, CP_RULE_RA) == CP_SAVED_UNDEF;
 	uint64_t next_ip = ra_undef ? 0 : vals[CP_RULE_RA];
 	if (next_ip == fr->val[CP_REG_RIP] && cfa == fr->val[CP_REG_RSP])
@@ -1090,9 +1100,6 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 	return n;
 }
 
-/* Walk SNAP, whose registers in UNKNOWN hold no value: *NEEDED gets
- * those of them the walk needed (it stopped at the first).  PCS[0] is the
- * pc whatever happens.  */
 /* A copy by the kernel begins at the stack pointer, without the red
  * zone below it that a stop's snapshot takes.  In an epilogue the
  * innermost frame's rule still names slots there for registers it has
@@ -1102,13 +1109,14 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 static void find_popped(struct cp_unwinder *uw, const struct cp_snapshot *snap)
 {
 	uw->npopped = 0;
-	if (!snap->copied_running)
-		return;
+	/* The innermost frame's registers: the snapshot's (the walk may
+	 * have moved uw->regs on to a later frame's).  */
+	struct user_regs_struct regs = snap->regs;
 	struct cp_rule buf;
-	const struct cp_rule *r = rule_for(uw, snap->regs.rip, &buf);
+	const struct cp_rule *r = rule_for(uw, regs.rip, &buf);
 	if (r->kind != CP_RULE_SIMPLE)
 		return;
-	unsigned long long *base = reg_slot(&uw->regs, r->cfa_reg);
+	unsigned long long *base = reg_slot(&regs, r->cfa_reg);
 	if (!base)
 		return;
 	uint64_t cfa = *base + (uint64_t)(int64_t)r->cfa_off;
@@ -1117,8 +1125,7 @@ static void find_popped(struct cp_unwinder *uw, const struct cp_snapshot *snap)
 		if (i == CP_RULE_RA || cp_rule_how(r, i) != CP_SAVED_CFA)
 			continue;
 		uint64_t at = cfa + (uint64_t)((int64_t)r->slot[i] * 8);
-		unsigned long long *reg = reg_slot(&uw->regs,
-						   cp_rule_saved_reg[i]);
+		unsigned long long *reg = reg_slot(&regs, cp_rule_saved_reg[i]);
 		if (at < snap->stack_addr && reg) {
 			uw->popped_at[uw->npopped] = at;
 			uw->popped_val[uw->npopped++] = *reg;
@@ -1126,6 +1133,9 @@ static void find_popped(struct cp_unwinder *uw, const struct cp_snapshot *snap)
 	}
 }
 
+/* Walk SNAP, whose registers in UNKNOWN hold no value: *NEEDED gets
+ * those of them the walk needed (it stopped at the first).  PCS[0] is the
+ * pc whatever happens.  */
 static size_t walk_snapshot(struct cp_unwinder *uw,
 			    const struct cp_snapshot *snap, uint32_t unknown,
 			    uint64_t *pcs, size_t max, struct walk_end *end,
@@ -1136,11 +1146,10 @@ static size_t walk_snapshot(struct cp_unwinder *uw,
 	uw->snap = snap;
 	uw->regs = snap->regs;
 	uw->lost = 0;
-	find_popped(uw, snap);
+	uw->popped_found = false;
 	partial_unknown = unknown;
 	partial_needed = 0;
 	size_t n = walk(uw, uw->as, uw, pcs, max, end);
-	uw->npopped = 0;
 	if (n == 0) {
 		pcs[n++] = snap->regs.rip;
 		end->ended = false;
