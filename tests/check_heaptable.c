@@ -71,6 +71,14 @@ static void resize(pid_t tid, uint64_t old_addr, uint64_t addr, uint64_t size,
 	add(&ev);
 }
 
+static void resize_begins(pid_t tid, uint64_t old_addr, uint64_t t_ns)
+{
+	struct cp_heap_event ev = { .kind = CP_HEAP_EV_REALLOC_BEGIN,
+				    .old_addr = old_addr, .tid = tid,
+				    .t_ns = t_ns };
+	add(&ev);
+}
+
 static const struct cp_heap_summary *sum(void)
 {
 	return cp_heaptable_summary(table);
@@ -187,6 +195,49 @@ START_TEST(realloc_failed_keeps_block)
 	ck_assert_uint_eq(s->realloc_releases, 0);
 	release(1, 0xd0);
 	ck_assert_uint_eq(s->frees, 1);
+	expect_balance();
+}
+END_TEST
+
+/* Thread 1's realloc frees its block inside; thread 2's malloc is given
+ * the address before the realloc returns.  In the order of the calls'
+ * ends the block would be born twice; released at the realloc's
+ * beginning, each block is counted once.  */
+START_TEST(realloc_block_taken_before_it_returns)
+{
+	alloc(1, 0xe0, 8, 1);
+	resize_begins(1, 0xe0, T0 + MS);
+	alloc_at(2, 0xe0, 16, 2, T0 + 2 * MS); /* thread 2 got it */
+	resize(1, 0xe0, 0xf0, 32, 1);          /* then realloc returned */
+	const struct cp_heap_summary *s = sum();
+	ck_assert_uint_eq(s->realloc_releases, 1);
+	ck_assert_uint_eq(s->live_count, 2);
+	ck_assert_uint_eq(s->live_bytes, 16 + 32);
+	release(2, 0xe0);
+	release(1, 0xf0);
+	ck_assert_uint_eq(s->frees, 2);
+	ck_assert_uint_eq(s->repeat_frees + s->untracked_frees, 0);
+	expect_balance();
+
+	/* Begun and failed: the block is live again, once.  */
+	alloc(1, 0xd0, 8, 1);
+	resize_begins(1, 0xd0, T0 + MS);
+	ck_assert_uint_eq(s->live_count, 0);
+	resize(1, 0xd0, 0, 1ull << 40, 1);
+	ck_assert_uint_eq(s->failed, 1);
+	ck_assert_uint_eq(s->live_count, 1);
+	ck_assert_uint_eq(s->live_bytes, 8);
+	ck_assert_uint_eq(s->realloc_releases, 1);
+	release(1, 0xd0);
+	ck_assert_uint_eq(s->frees, 3);
+	expect_balance();
+
+	/* realloc(p, 0) begun: released once.  */
+	alloc(1, 0xc0, 8, 1);
+	resize_begins(1, 0xc0, T0 + MS);
+	resize(1, 0xc0, 0, 0, 1);
+	ck_assert_uint_eq(s->realloc_releases, 2);
+	ck_assert_uint_eq(s->live_count, 0);
 	expect_balance();
 }
 END_TEST
@@ -484,6 +535,7 @@ static Suite *heaptable_suite(void)
 	tcase_add_test(tc, realloc_moving_and_in_place);
 	tcase_add_test(tc, realloc_null_and_zero);
 	tcase_add_test(tc, realloc_failed_keeps_block);
+	tcase_add_test(tc, realloc_block_taken_before_it_returns);
 	tcase_add_test(tc, failed_allocations);
 	tcase_add_test(tc, frees_not_live);
 	tcase_add_test(tc, internal_frees);

@@ -46,7 +46,10 @@
 
 /* How the allocator's calls are caught.  */
 enum cp_heap_method {
-	/* The library's choice: traps, for now.  */
+	/* The library's choice: the kernel's uprobes, or traps where
+	 * those are refused, where only traps will do (force_step,
+	 * CP_UNWIND_PTRACE, tracers > 1), and in a session that has other
+	 * clients (breakpoints) when heap tracing starts.  */
 	CP_HEAP_METHOD_AUTO,
 	/* The kernel's uprobes (perf events on each thread): its own int3
 	 * at the entry points, the thread's registers and a copy of its
@@ -57,11 +60,10 @@ enum cp_heap_method {
 	 * periods (about 85 ms for each probe defined in tracefs, or for
 	 * each event of the uprobe PMU without it): a thread of ours
 	 * closes them, and cp_heap_free waits for it.  A record the kernel
-	 * could not write is counted (cp_heap_summary.events_lost).  Not
-	 * yet the default: made so, check_heap passes 32 of its 33 tests,
-	 * interrupt failing now and then (realloc releases its block inside
-	 * the call, and another thread's malloc may get it before realloc
-	 * returns: the return's time puts the release after that malloc).  */
+	 * could not write is counted (cp_heap_summary.events_lost).  A
+	 * realloc's block is released when the call begins (it is freed
+	 * inside, and another thread may get it before the call returns):
+	 * CP_HEAP_EV_REALLOC_BEGIN.  */
 	CP_HEAP_METHOD_UPROBES,
 	/* Our int3s, written with ptrace, a stop of the thread per call and
 	 * per return.  */

@@ -77,6 +77,11 @@ enum cp_heap_event_kind {
 	CP_HEAP_EV_FREE,    /* ADDR was freed (0: free(NULL)) */
 	CP_HEAP_EV_REALLOC, /* OLD_ADDR (0: none) was resized into ADDR
 			     * (0: none made) of SIZE bytes */
+	CP_HEAP_EV_REALLOC_BEGIN, /* TID's realloc of OLD_ADDR began: the
+				   * block is released now, before another
+				   * thread can be given it (the call frees it
+				   * inside); its CP_HEAP_EV_REALLOC gives it
+				   * back if the call fails */
 };
 
 /* One allocator call, as the tracer saw it complete.  Plain data.  */

@@ -89,17 +89,26 @@ int cp_heap_start_in(struct cp_session *session, struct cp_target *target,
 	rc = cp_heap_lane_init(h, &h->lane0, target);
 	if (rc < 0)
 		goto fail;
-	/* The method: the kernel's probes when asked for (not yet the
-	 * default: see enum cp_heap_method), and not with what only traps
-	 * do (a step, ptrace unwinding, tracer threads).  */
+	/* The method: the kernel's probes, unless asked for traps or for
+	 * what only traps do (a step, ptrace unwinding, tracer threads);
+	 * the library's choice falls back to traps where the kernel has no
+	 * probes for us, and takes them beside a session's breakpoints (the
+	 * kernel's int3 at an entry point would hide one of theirs).  */
+	bool traps_only = h->o.force_step || h->o.unwind == CP_UNWIND_PTRACE ||
+			  h->o.tracers > 1;
+	if (h->o.method == CP_HEAP_METHOD_AUTO && h->session &&
+	    cp_session_hooks_count(h->session) > 0)
+		traps_only = true;
 	if (h->o.method == CP_HEAP_METHOD_UPROBES) {
 		rc = -CP_E_INVAL;
-		if (h->o.force_step || h->o.unwind == CP_UNWIND_PTRACE ||
-		    h->o.tracers > 1)
+		if (traps_only)
 			goto fail;
 		rc = cp_heap_uprobes_new(h, &h->uprobes);
 		if (rc < 0)
 			goto fail;
+	} else if (h->o.method == CP_HEAP_METHOD_AUTO && !traps_only) {
+		if (cp_heap_uprobes_new(h, &h->uprobes) < 0)
+			h->uprobes = NULL;
 	}
 	/* The symbolizer thread must not take our signals: they are what
 	 * interrupts the wait for the next trap.  */

@@ -669,6 +669,20 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 			};
 			emit(h, &ev, sp);
 		} else {
+			if (e->kind == CP_HEAP_KIND_REALLOC &&
+			    cp_abi_arg(&regs, (unsigned)e->ptr_arg)) {
+				/* Its block is released inside, before it
+				 * returns: another thread may get it first.  */
+				struct cp_heap_event ev = {
+					.kind = CP_HEAP_EV_REALLOC_BEGIN,
+					.entry = bp->tag,
+					.old_addr = cp_abi_arg(
+						&regs, (unsigned)e->ptr_arg),
+					.tid = tid,
+					.t_ns = cp_heap_now_ns(),
+				};
+				emit(h, &ev, 0);
+			}
 			/* Copy the stack for the unwinder.  */
 			struct user_regs_struct at_entry = regs;
 			cp_abi_set_pc(&at_entry, pc);

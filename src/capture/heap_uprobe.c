@@ -74,16 +74,29 @@ struct site {
 	uint32_t row;
 	bool ret;
 	uint32_t copy;       /* stack bytes its records carry */
+	uint64_t addr;       /* the entry point in the target */
 	uint64_t offset;     /* in the file */
 	char path[64];       /* /proc/PID/map_files/START-END */
-	uint64_t tp_id;      /* its definition in tracefs, 0: none (an
-			      * event of the uprobe PMU of its own) */
+	unsigned event;      /* its event in uevents[] */
+};
+
+/* What a thread's perf event is opened on: the sites of one kind (entry
+ * or return) and one copy, defined as one tracefs event, whose closing
+ * waits for one grace period whatever its number of probes; or one site,
+ * as an event of the uprobe PMU (no tracefs) or a definition of its own
+ * (a kernel that does not append probes to an event).  */
+struct uevent {
+	uint64_t tp_id;      /* its definition in tracefs, 0: none */
+	bool ret;
+	uint32_t copy;
+	size_t site;         /* its site, the first of them */
+	size_t nsites;
 };
 
 /* One thread's events and what its calls left.  */
 struct uthread {
 	pid_t tid;
-	int fds[MAX_SITES];   /* by site; fds[0]'s ring takes them all */
+	int fds[MAX_SITES];   /* by event; fds[0]'s ring takes them all */
 	uint64_t ids[MAX_SITES];
 	size_t nfds;
 	struct perf_event_mmap_page *ring;
@@ -127,6 +140,8 @@ struct cp_heap_uprobes {
 	unsigned ret_bit;     /* config bit of a return probe */
 	struct site sites[MAX_SITES];
 	size_t nsites;
+	struct uevent uevents[MAX_SITES];
+	size_t nuevents;
 	bool armed;
 	struct uthread *threads;
 	size_t nthreads, threads_cap;
@@ -205,15 +220,16 @@ bool cp_heap_uprobes_armed(const struct cp_heap *h)
 
 /* ------------------------------------------------------ events */
 
-static int open_site(const struct cp_heap_uprobes *u, const struct site *s,
-		     pid_t tid, size_t ring_data)
+static int open_uevent(const struct cp_heap_uprobes *u,
+		       const struct uevent *e, pid_t tid, size_t ring_data)
 {
+	const struct site *s = &u->sites[e->site];
 	struct perf_event_attr attr;
 	memset(&attr, 0, sizeof(attr));
 	attr.size = sizeof(attr);
-	if (s->tp_id) {
+	if (e->tp_id) {
 		attr.type = PERF_TYPE_TRACEPOINT;
-		attr.config = s->tp_id;
+		attr.config = e->tp_id;
 	} else {
 		attr.type = (uint32_t)u->type;
 		attr.config = s->ret ? 1ull << u->ret_bit : 0;
@@ -225,7 +241,7 @@ static int open_site(const struct cp_heap_uprobes *u, const struct site *s,
 			   PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER |
 			   PERF_SAMPLE_STACK_USER;
 	attr.sample_regs_user = CP_REGS_PERF_MASK;
-	attr.sample_stack_user = s->copy;
+	attr.sample_stack_user = e->copy;
 	attr.use_clockid = 1;
 	attr.clockid = CLOCK_MONOTONIC;
 	attr.exclude_kernel = 1;
@@ -320,8 +336,8 @@ static int open_events(struct cp_heap *h, struct uthread *t)
 		     files.rlim_cur != RLIM_INFINITY;
 	const uint32_t copy = ENTRY_COPY;
 	t->nfds = 0;
-	for (size_t i = 0; i < u->nsites; i++) {
-		int fd = open_site(u, &u->sites[i], t->tid, t->ring_data);
+	for (size_t i = 0; i < u->nuevents; i++) {
+		int fd = open_uevent(u, &u->uevents[i], t->tid, t->ring_data);
 		if (fd >= 0 && limit && (rlim_t)fd + FD_RESERVE >= files.rlim_cur) {
 			close(fd);
 			fd = -1;
@@ -397,11 +413,53 @@ static int place_site(struct cp_heap *h, const struct cp_maps *maps,
 	const struct cp_map *m = cp_maps_find(maps, addr);
 	if (!m || !m->executable || m->path[0] != '/')
 		return -CP_E_NOALLOC;
+	s->addr = addr;
 	s->offset = addr - m->start + m->offset;
 	snprintf(s->path, sizeof(s->path), "/proc/%d/map_files/%llx-%llx",
 		 (int)h->pid, (unsigned long long)m->start,
 		 (unsigned long long)m->end);
 	return 0;
+}
+
+/* The events of U's sites: by tracefs when it is there, the sites of
+ * one kind and copy in one event (one grace period to close it, for all
+ * threads), or one each when the kernel does not append probes; else one
+ * event of the uprobe PMU each.  */
+static void define_uevents(struct cp_heap_uprobes *u)
+{
+	const char *paths[MAX_SITES];
+	uint64_t offsets[MAX_SITES];
+	bool rets[MAX_SITES];
+	unsigned events[MAX_SITES];
+	for (int shared = 1; shared >= 0; shared--) {
+		u->nuevents = 0;
+		for (size_t i = 0; i < u->nsites; i++) {
+			struct site *s = &u->sites[i];
+			size_t k = 0;
+			while (shared && k < u->nuevents &&
+			       (u->uevents[k].ret != s->ret ||
+				u->uevents[k].copy != s->copy))
+				k++;
+			if (!shared || k == u->nuevents) {
+				k = u->nuevents++;
+				u->uevents[k] = (struct uevent){
+					.ret = s->ret, .copy = s->copy,
+					.site = i };
+			}
+			u->uevents[k].nsites++;
+			s->event = (unsigned)k;
+			paths[i] = s->path;
+			offsets[i] = s->offset;
+			rets[i] = s->ret;
+			events[i] = s->event;
+		}
+		if (cp_tracefs_probes_define(&u->defs, u->nsites, paths,
+					     offsets, rets, events) == 0) {
+			for (size_t k = 0; k < u->nuevents; k++)
+				u->uevents[k].tp_id = u->defs.ids[k];
+			return;
+		}
+	}
 }
 
 int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found)
@@ -444,20 +502,7 @@ int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found)
 	cp_maps_free(maps);
 	if (rc < 0 || !u->nsites)
 		return rc < 0 ? rc : -CP_E_NOALLOC;
-	/* Shared definitions when tracefs is there: a thread's events then
-	 * close at once, only the last of each definition waits.  */
-	const char *paths[MAX_SITES];
-	uint64_t offsets[MAX_SITES];
-	bool rets[MAX_SITES];
-	for (size_t i = 0; i < u->nsites; i++) {
-		paths[i] = u->sites[i].path;
-		offsets[i] = u->sites[i].offset;
-		rets[i] = u->sites[i].ret;
-	}
-	if (cp_tracefs_probes_define(&u->defs, u->nsites, paths, offsets,
-				     rets) == 0)
-		for (size_t i = 0; i < u->nsites; i++)
-			u->sites[i].tp_id = u->defs.ids[i];
+	define_uevents(u);
 	u->epfd = epoll_create1(EPOLL_CLOEXEC);
 	sigset_t chld;
 	sigemptyset(&chld);
@@ -661,6 +706,19 @@ static void on_entry(struct cp_heap *h, struct uthread *t,
 			cp_heap_fail(h, -CP_E_NOMEM);
 		return;
 	}
+	if (e->kind == CP_HEAP_KIND_REALLOC &&
+	    cp_abi_arg(regs, (unsigned)e->ptr_arg)) {
+		/* Its block is released inside, before it returns.  */
+		struct cp_heap_event ev = {
+			.kind = CP_HEAP_EV_REALLOC_BEGIN,
+			.entry = s->row,
+			.old_addr = cp_abi_arg(regs, (unsigned)e->ptr_arg),
+			.tid = t->tid,
+			.t_ns = r->time_ns,
+		};
+		if (queue(h->uprobes, &ev, 0) < 0)
+			cp_heap_fail(h, -CP_E_NOMEM);
+	}
 	t->depth = 1;
 	t->row = s->row;
 	t->sp = sp;
@@ -734,14 +792,28 @@ static void on_record(struct cp_heap *h, struct uthread *t,
 	struct record r;
 	if (!parse(rec, len, &r) || !r.regs)
 		return;
-	const struct site *s = NULL;
-	for (size_t i = 0; i < t->nfds && !s; i++)
+	struct cp_heap_uprobes *u = h->uprobes;
+	const struct uevent *e = NULL;
+	for (size_t i = 0; i < t->nfds && !e; i++)
 		if (t->ids[i] == r.id)
-			s = &h->uprobes->sites[i];
-	if (!s)
+			e = &u->uevents[i];
+	if (!e)
 		return;
 	struct user_regs_struct regs;
 	cp_regs_from_perf(r.regs, &regs);
+	/* Which site: the entry point the thread is at (the kernel gives
+	 * the probe's address); a return is the outstanding call's.  */
+	const struct site *s = &u->sites[e->site];
+	if (!e->ret && e->nsites > 1) {
+		unsigned k = (unsigned)(e - u->uevents);
+		uint64_t pc = cp_regs_pc(&regs);
+		s = NULL;
+		for (size_t i = e->site; i < u->nsites && !s; i++)
+			if (u->sites[i].event == k && u->sites[i].addr == pc)
+				s = &u->sites[i];
+		if (!s)
+			return;
+	}
 	if (s->ret)
 		on_return(h, t, s, &r, &regs);
 	else

@@ -32,11 +32,11 @@ static int write_line(const char *dir, const char *line)
 	return n == (ssize_t)len ? 0 : -1;
 }
 
-static bool read_id(const char *dir, const char *group, size_t i,
+static bool read_id(const char *dir, const char *group, unsigned i,
 		    uint64_t *id)
 {
 	char path[160], text[32];
-	snprintf(path, sizeof(path), "%s/events/%s/e%zu/id", dir, group, i);
+	snprintf(path, sizeof(path), "%s/events/%s/e%u/id", dir, group, i);
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return false;
@@ -98,7 +98,8 @@ static void sweep(const char *dir)
 
 int cp_tracefs_probes_define(struct cp_tracefs_probes *p, size_t n,
 			     const char *const paths[],
-			     const uint64_t offsets[], const bool rets[])
+			     const uint64_t offsets[], const bool rets[],
+			     const unsigned events[])
 {
 	static unsigned serial;
 	memset(p, 0, sizeof(*p));
@@ -119,15 +120,20 @@ int cp_tracefs_probes_define(struct cp_tracefs_probes *p, size_t n,
 		 (int)getpid(), __atomic_fetch_add(&serial, 1, __ATOMIC_RELAXED));
 	for (size_t i = 0; i < n; i++) {
 		char line[256];
-		int len = snprintf(line, sizeof(line), "%c:%s/e%zu %s:0x%llx\n",
-				   rets[i] ? 'r' : 'p', p->group, i, paths[i],
+		unsigned k = events[i];
+		if (k > p->n || k >= CP_TRACEFS_PROBES_MAX)
+			goto fail; /* not in the order of first use */
+		int len = snprintf(line, sizeof(line), "%c:%s/e%u %s:0x%llx\n",
+				   rets[i] ? 'r' : 'p', p->group, k, paths[i],
 				   (unsigned long long)offsets[i]);
 		if (len < 0 || (size_t)len >= sizeof(line) ||
 		    write_line(p->dir, line) < 0)
 			goto fail;
-		p->n = i + 1;
-		if (!read_id(p->dir, p->group, i, &p->ids[i]))
-			goto fail;
+		if (k == p->n) {
+			p->n = k + 1;
+			if (!read_id(p->dir, p->group, k, &p->ids[k]))
+				goto fail;
+		}
 	}
 	return 0;
 fail:

@@ -32,6 +32,10 @@ struct block {
 struct thread {
 	pid_t tid;
 	uint64_t events;
+	/* Its realloc under way (CP_HEAP_EV_REALLOC_BEGIN): the block it
+	 * released (RESIZING; live false when it was not a live block).  */
+	bool resizing;
+	struct block resized;
 };
 
 struct cp_heaptable {
@@ -206,8 +210,8 @@ static struct thread *thread(struct cp_heaptable *t, pid_t tid)
 		return NULL;
 	t->last_thread = t->nthreads;
 	struct thread *th = &t->threads[t->nthreads++];
+	memset(th, 0, sizeof(*th));
 	th->tid = tid;
-	th->events = 0;
 	return th;
 }
 
@@ -379,6 +383,45 @@ static void on_release(struct cp_heaptable *t, struct thread *th,
 	note_live(t, ev->t_ns);
 }
 
+/* TH's realloc of EV's OLD_ADDR began: release the block now (another
+ * thread may be given its address before the realloc returns), and keep
+ * it to give back should the call fail.  */
+static void on_resize(struct cp_heaptable *t, struct thread *th,
+		      const struct cp_heap_event *ev)
+{
+	th->resizing = false;
+	if (!ev->old_addr)
+		return;
+	struct block *b = block_find(t, ev->old_addr);
+	th->resizing = true;
+	th->resized = b && b->live ? *b : (struct block){ .ptr = ev->old_addr };
+	on_release(t, th, ev, ev->old_addr);
+}
+
+/* A failed realloc's block B, released at its beginning, is live again
+ * (unless its address was given out since, which a failed realloc does
+ * not do).  */
+static void relive(struct cp_heaptable *t, const struct block *b,
+		   uint64_t now)
+{
+	if (!b->live)
+		return;
+	struct block *slot = block_find(t, b->ptr);
+	if (!slot || slot->live)
+		return;
+	*slot = *b;
+	t->nfreed--;
+	struct cp_heap_site *st = site(t, b->stack);
+	if (st) {
+		st->live_count++;
+		st->live_bytes += b->size;
+	}
+	t->s.realloc_releases--;
+	t->s.live_count++;
+	t->s.live_bytes += b->size;
+	note_live(t, now);
+}
+
 int cp_heaptable_add(struct cp_heaptable *t, const struct cp_heap_event *ev)
 {
 	struct thread *th = thread(t, ev->tid);
@@ -390,18 +433,30 @@ int cp_heaptable_add(struct cp_heaptable *t, const struct cp_heap_event *ev)
 	case CP_HEAP_EV_FREE:
 		on_release(t, th, ev, ev->addr);
 		return 0;
-	case CP_HEAP_EV_REALLOC:
+	case CP_HEAP_EV_REALLOC_BEGIN:
+		on_resize(t, th, ev);
+		return 0;
+	case CP_HEAP_EV_REALLOC: {
+		/* Released at its beginning already?  */
+		bool begun = th->resizing && ev->old_addr &&
+			     th->resized.ptr == ev->old_addr;
+		th->resizing = false;
 		if (ev->addr) {
-			on_release(t, th, ev, ev->old_addr);
+			if (!begun)
+				on_release(t, th, ev, ev->old_addr);
 			return on_alloc(t, th, ev, ev->addr);
 		}
 		if (ev->size == 0 && ev->old_addr) {
 			/* realloc(p, 0) freed P.  */
-			on_release(t, th, ev, ev->old_addr);
+			if (!begun)
+				on_release(t, th, ev, ev->old_addr);
 			return 0;
 		}
+		if (begun)
+			relive(t, &th->resized, ev->t_ns);
 		t->s.failed++;
 		return 0;
+	}
 	}
 	return -CP_E_INVAL;
 }
