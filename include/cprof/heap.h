@@ -57,9 +57,9 @@ enum cp_heap_method {
 	 * (-CP_E_SYS) when the kernel does not have them or refuses them,
 	 * -CP_E_INVAL with force_step or CP_UNWIND_PTRACE; one tracer
 	 * thread.  Closing the events waits for the kernel's grace
-	 * periods (about 85 ms for each probe defined in tracefs, or for
-	 * each event of the uprobe PMU without it): a thread of ours
-	 * closes them, and cp_heap_free waits for it.  A record the kernel
+	 * periods (about 85 ms for each event defined in tracefs, 4 as a
+	 * rule, or for each event of the uprobe PMU without it): a thread
+	 * of ours closes them, and cp_heap_free waits for it.  A record the kernel
 	 * could not write is counted (cp_heap_summary.events_lost).  A
 	 * realloc's block is released when the call begins (it is freed
 	 * inside, and another thread may get it before the call returns):

@@ -58,8 +58,9 @@ void cp_heap_uprobes_end(struct cp_heap *h);
 
 /* Close the events and wait until they are closed: the kernel has taken
  * its int3s out when this returns.  A close waits for the kernel's
- * grace periods (about 85 ms, for each definition in tracefs or each
- * event of the uprobe PMU), so it is done with the threads running.  */
+ * grace periods (about 85 ms, for each event defined in tracefs, 4 as a
+ * rule, or each event of the uprobe PMU), so it is done with the threads
+ * running.  */
 void cp_heap_uprobes_close(struct cp_heap *h);
 
 void cp_heap_uprobes_free(struct cp_heap_uprobes *u);

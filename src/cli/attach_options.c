@@ -79,7 +79,7 @@ static const char usage_text[] =
 	"      --heap-tracers N     tracer threads, ours, that serve the traps (1 to 9;\n"
 	"                           default: one per CPU, up to 4, beside the main one)\n"
 	"      --heap-method METHOD uprobes (default: the kernel's int3s, records with\n"
-	"                           stack copies, no stop; about 1.4 s to close at the\n"
+	"                           stack copies, no stop; about 0.35 s to close at the\n"
 	"                           end) or traps (int3s of ours, a stop per call)\n"
 	"      --top N              sites listed per table of the heap report (default 10)\n"
 	"      --top                without --heap: a live full-screen view of the hottest\n"
