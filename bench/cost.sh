@@ -349,9 +349,9 @@ LIBC=""
 heap_runs() {
 	local tools=(unprofiled cprof)
 	[[ -n $BASE ]] && tools+=(base)
-	# --heap-method uprobes (opt-in): the kernel's probes, when it has
-	# them.
-	[[ -r /sys/bus/event_source/devices/uprobe/type ]] && tools+=(cprofu)
+	# --heap-method traps (the default is the kernel's uprobes): ptrace
+	# stops, a round trip per call and per return.
+	tools+=(cproft)
 	# perf uprobes on malloc and free, our own group so that nobody else's
 	# probes are touched; removed at the end (and by the EXIT trap).
 	LIBC=$(ldd "$HEAPBENCH" | awk '/libc\.so/ { print $3; exit }')
@@ -392,7 +392,7 @@ heap_runs() {
 		unprofiled) CMD=() ;;
 		cprof) CMD=("$BUILD/cprof-attach" --heap -q -o "$TMP/heap.txt" --) ;;
 		base) CMD=("$BASE/cprof-attach" --heap -q -o "$TMP/heap.txt" --) ;;
-		cprofu) CMD=("$BUILD/cprof-attach" --heap --heap-method uprobes -q -o "$TMP/heap.txt" --) ;;
+		cproft) CMD=("$BUILD/cprof-attach" --heap --heap-method traps -q -o "$TMP/heap.txt" --) ;;
 		uprobes) CMD=(perf record -q -o "$TMP/u.data" -e "$UPROBE_EV" -g --) ;;
 		heaptrack) rm -rf "$TMP/ht"; mkdir -p "$TMP/ht"; CMD=(heaptrack -o "$TMP/ht/hb") ;;
 		ltrace) CMD=(ltrace -e malloc+free -o /dev/null) ;;
@@ -439,7 +439,7 @@ heap_runs() {
 	# each thread) as references.
 	local ttools=(unprofiled cprof)
 	[[ -n $BASE ]] && ttools+=(base)
-	[[ " ${tools[*]} " == *" cprofu "* ]] && ttools+=(cprofu)
+	ttools+=(cproft)
 	[[ " ${tools[*]} " == *" uprobes "* ]] && ttools+=(uprobes)
 	for ((rep = 0; rep < REPS; rep++)); do
 		rotate "$rep" "${ttools[@]}"

@@ -283,16 +283,16 @@ if values.get("heap.ns.unprofiled"):
         row("3", "  " + what, lambda b, kind=kind: heap_net(tool_of(b), kind),
             ("perf uprobes " + f(ref, fmt)) if up else "uprobes skipped", small(ref) if up else None, fmt, bound,
             (lambda v, rt: met(rt, "<=", 2)) if bound != "-" else (lambda v, rt: "-"))
-    if "heap.ns.cprofu" in values:
-        # --heap-method uprobes, the same build: one figure, not per build.
+    if "heap.ns.cproft" in values:
+        # --heap-method traps, the same build: one figure, not per build.
         ref = heap_target("uprobes") if up else NAN
-        row("3", "  --heap-method uprobes: target us/pair", lambda b: heap_target("cprofu"),
+        row("3", "  --heap-method traps: target us/pair", lambda b: heap_target("cproft"),
             ("perf uprobes -g " + f(ref)) if up else "uprobes skipped", ref if up else None, "%.1f",
-            "<= 2x uprobes", lambda v, rt: met(rt, "<=", 2))
+            "-", lambda v, rt: "-")
         ref = heap_net("uprobes", "cpu") if up else NAN
-        row("3", "  --heap-method uprobes: CPU us/pair, tool + target", lambda b: heap_net("cprofu", "cpu"),
+        row("3", "  --heap-method traps: CPU us/pair, tool + target", lambda b: heap_net("cproft", "cpu"),
             ("perf uprobes " + f(ref)) if up else "uprobes skipped", small(ref) if up else None, "%.1f",
-            "<= 2x uprobes", lambda v, rt: met(rt, "<=", 2))
+            "-", lambda v, rt: "-")
     for ref_tool in ("heaptrack", "ltrace"):
         if "heap.ns." + ref_tool in values:
             ref = heap_target(ref_tool)
@@ -314,11 +314,11 @@ if any(k.startswith("hthr.") for k in values):
             lambda b, t=threads: pps(tool_of(b), t),
             "perf uprobes %s" % f(ref, "%.0f"), ref, "%.0f", "-", lambda v, rt: "-",
             lambda b, t=threads: spread(values.get("hthr.pps.%s.%d" % (tool_of(b), t), [])))
-    if "hthr.pps.cprofu.1" in values:
+    if "hthr.pps.cproft.1" in values:
         for threads in (1, 2, 4):
             ref = pps("uprobes", threads)
-            row("3", "  --heap-method uprobes: pairs/s, %d thread%s" % (threads, "s" if threads > 1 else ""),
-                lambda b, t=threads: pps("cprofu", t),
+            row("3", "  --heap-method traps: pairs/s, %d thread%s" % (threads, "s" if threads > 1 else ""),
+                lambda b, t=threads: pps("cproft", t),
                 "perf uprobes %s" % f(ref, "%.0f"), ref, "%.0f", "-", lambda v, rt: "-")
     for threads in (2, 4):
         ref = ratio(pps("uprobes", threads), pps("uprobes", 1))
