@@ -41,7 +41,7 @@ Environment (defaults in brackets; QUICK=1 gives a ~3 minute look):
   THREAD_PAIRS [40000] pairs of the 1, 2, 4-thread heap runs (in all)
   WORK_SECONDS [2]   unprofiled length of one slowdown run
   SLOW_REPS [5]      repetitions of the slowdown runs
-  CHURN_SECONDS [10] length of the stackchurn run
+  CHURN_SECONDS [20] length of the stackchurn run
   CONFIGS [goal's]   sampling configurations: d30 d30busy b1 b2 b8 w64 w256,
                      also c999 c99 (chain-O0) m999 w99 (8 busy + 64 sleeping)
   EXTRA [none]       more cprof-attach options for the sampling runs
@@ -60,7 +60,7 @@ QUICK=${QUICK:-0}
 if [[ $QUICK == 1 ]]; then
 	d_reps=2 d_secs=2 d_floor=500 d_pairs=5000 d_tpairs=10000 d_work=1 d_slow=3 d_churn=8
 else
-	d_reps=3 d_secs=3 d_floor=1000 d_pairs=20000 d_tpairs=40000 d_work=2 d_slow=5 d_churn=10
+	d_reps=3 d_secs=3 d_floor=1000 d_pairs=20000 d_tpairs=40000 d_work=2 d_slow=5 d_churn=20
 fi
 GOALS=${GOALS:-1 2 3 4 5}
 REPS=${REPS:-$d_reps}
