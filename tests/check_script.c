@@ -1421,6 +1421,32 @@ START_TEST(test_error_restores_bytes)
 }
 END_TEST
 
+/* heap start takes the kernel's uprobes (no breakpoint set before it):
+ * a breakpoint after it is refused, saying what to do (the kernel's int3
+ * at malloc would take the trap, and ours would never fire); exit 1 and
+ * the target as it was.  */
+START_TEST(test_break_during_heap_uprobes)
+{
+	struct tu_proc *fixture = start_trigger();
+	char *script = script_file("uprobes.cprof", "heap start\n"
+				   "break malloc\n");
+	struct tu_run *run = RUN("-p", fixture->pid_text, "-x", script,
+				 "--batch");
+	char expected[4200];
+
+	expect_exit(run, 1);
+	snprintf(expected, sizeof(expected),
+		 "%s:2: break: heap tracing by the kernel's uprobes is on: heap stop "
+		 "first, or set breakpoints before heap start (it then uses "
+		 "traps)", script);
+	expect_message(run, expected);
+	CHECK_RUN(strstr(run->out, "Tracing the heap of process") != NULL, run,
+		  "the heap tracing was not in");
+	expect_trigger_fine(fixture);
+	free(script);
+}
+END_TEST
+
 /* SIGINT during a wait for a breakpoint that is never reached (fork_child
  * runs only when asked): the wait ends as an error, the script with it
  * (exit 1), the byte of the breakpoint back.  */
@@ -1837,6 +1863,7 @@ static Suite *script_suite(void)
 	tcase_add_test(tcase, test_error_interrupted);
 	tcase_add_test(tcase, test_error_options);
 	tcase_add_test(tcase, test_error_restores_bytes);
+	tcase_add_test(tcase, test_break_during_heap_uprobes);
 	tcase_add_test(tcase, test_error_interrupted_wait);
 	tcase = new_case(suite, "examples", 120);
 	tcase_add_test(tcase, test_example_two_windows);

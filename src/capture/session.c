@@ -32,6 +32,7 @@
 #include "capture/breaks.h"
 #include "capture/funcprof.h"
 #include "capture/heap_trap.h"
+#include "capture/heap_uprobe.h"
 #include "capture/session_hooks.h"
 #include "symbolize/lookup.h"
 
@@ -909,6 +910,10 @@ int cp_session_break_insert(struct cp_session *s, const char *location,
 {
 	if (!s->target || cp_target_exited(s->target))
 		return -CP_E_GONE;
+	/* The kernel's int3s at the allocator's entry points take their
+	 * traps first: a breakpoint of ours there would never fire.  */
+	if (s->heap_on && cp_heap_uprobes_armed(s->heap))
+		return -CP_E_BUSY;
 	int rc;
 	if (!s->breaks) {
 		rc = cp_breaks_new(s, s->target, locate, s, &s->breaks);
