@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "arch/x86_64/regs.h"
+#include "capture/perf_ring.h"
 #include "cprof/error.h"
 
 /* A bare ring: its control page and one page of records.  A bare
@@ -135,111 +136,40 @@ int cp_thread_clock_open(struct cp_thread *th, uint64_t period_ns,
 	return fd;
 }
 
-/* Copy LEN bytes at offset OFF of a ring's data (SIZE bytes, wrapping)
- * into DST.  */
-static void ring_copy(unsigned char *dst, const unsigned char *data,
-		      uint64_t size, uint64_t off, size_t len)
-{
-	size_t at = (size_t)(off % size);
-	size_t first = len < size - at ? len : (size_t)(size - at);
-	memcpy(dst, data + at, first);
-	memcpy(dst + first, data, len - first);
-}
+/* What a take of a clock's ring adds up, and whom it gives the samples.  */
+struct take {
+	const struct cp_thread *th;
+	uint64_t periods;
+	void (*fn)(void *, const struct cp_perf_sample *);
+	void *arg;
+};
 
-/* Parse one sample record with a copy (REC, LEN bytes, contiguous) for
- * FN.  */
-static void give_sample(const unsigned char *rec, size_t len,
-			void (*fn)(void *, const struct cp_clock_sample *),
-			void *arg)
+static void take_record(void *arg, uint32_t type, const unsigned char *rec,
+			size_t len)
 {
-	struct cp_clock_sample smp;
-	memset(&smp, 0, sizeof(smp));
-	size_t at = sizeof(struct perf_event_header);
-	uint32_t ids[2];
-	uint64_t v;
-	if (at + 8 + 8 + 8 > len)
-		return;
-	memcpy(ids, rec + at, sizeof(ids));
-	smp.tid = (pid_t)ids[1];
-	at += 8;
-	memcpy(&smp.time_ns, rec + at, 8);
-	at += 8;
-	memcpy(&v, rec + at, 8); /* abi */
-	at += 8;
-	if (v != PERF_SAMPLE_REGS_ABI_NONE) {
-		if (at + 8 * CP_REGS_PERF_COUNT > len)
-			return;
-		smp.regs = (const uint64_t *)(const void *)(rec + at);
-		at += 8 * CP_REGS_PERF_COUNT;
+	struct take *t = arg;
+	if (type == PERF_RECORD_SAMPLE) {
+		t->periods++;
+		struct cp_perf_sample smp;
+		if (t->fn && t->th->clock_copy && rec &&
+		    cp_perf_sample_parse(rec, len, false, &smp))
+			t->fn(t->arg, &smp);
+	} else if (type == PERF_RECORD_LOST && rec) {
+		t->periods += cp_perf_lost(rec, len);
 	}
-	if (at + 8 > len)
-		return;
-	uint64_t size;
-	memcpy(&size, rec + at, 8);
-	at += 8;
-	if (size && at + size + 8 <= len) {
-		uint64_t dyn;
-		memcpy(&dyn, rec + at + size, 8);
-		smp.stack = rec + at;
-		smp.stack_len = (size_t)(dyn < size ? dyn : size);
-	}
-	fn(arg, &smp);
 }
 
 /* Take the records between the tail and the head of TH's ring, counting
  * the periods they stand for; with FN, give it each sample's copy.  */
 static uint64_t take_records(struct cp_thread *th, unsigned char **scratch,
 			     size_t *scratch_cap,
-			     void (*fn)(void *, const struct cp_clock_sample *),
+			     void (*fn)(void *, const struct cp_perf_sample *),
 			     void *arg)
 {
-	struct perf_event_mmap_page *meta = th->clock_ring;
-	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = meta->data_tail;
-	const unsigned char *data =
-		(const unsigned char *)meta + meta->data_offset;
-	uint64_t size = meta->data_size;
-	uint64_t periods = 0;
-	while (tail < head && size) {
-		struct perf_event_header h;
-		/* Records are 8-byte aligned: a header never wraps.  */
-		memcpy(&h, data + tail % size, sizeof(h));
-		if (h.size < sizeof(h) || tail + h.size > head)
-			break; /* not a record: drop the rest */
-		if (h.type == PERF_RECORD_SAMPLE) {
-			periods++;
-			if (fn && th->clock_copy) {
-				const unsigned char *rec = data + tail % size;
-				if (tail % size + h.size > size) {
-					if (*scratch_cap < h.size) {
-						unsigned char *grown = realloc(
-							*scratch, h.size);
-						if (!grown) {
-							tail += h.size;
-							continue;
-						}
-						*scratch = grown;
-						*scratch_cap = h.size;
-					}
-					ring_copy(*scratch, data, size, tail,
-						  h.size);
-					rec = *scratch;
-				}
-				give_sample(rec, h.size, fn, arg);
-			}
-		} else if (h.type == PERF_RECORD_LOST &&
-			   h.size >= sizeof(h) + 2 * sizeof(uint64_t)) {
-			/* { header, id, lost }: the lost count may wrap.  */
-			uint64_t lost = 0;
-			ring_copy((unsigned char *)&lost, data, size,
-				  tail + sizeof(h) + sizeof(uint64_t),
-				  sizeof(lost));
-			periods += lost;
-		}
-		tail += h.size;
-	}
-	__atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
-	return periods;
+	struct take t = {.th = th, .fn = fn, .arg = arg};
+	cp_perf_ring_take(th->clock_ring, fn ? scratch : NULL, scratch_cap,
+			  take_record, &t);
+	return t.periods;
 }
 
 uint64_t cp_thread_clock_take(struct cp_thread *th)
@@ -249,7 +179,7 @@ uint64_t cp_thread_clock_take(struct cp_thread *th)
 
 uint64_t cp_thread_clock_take_samples(
 	struct cp_thread *th, unsigned char **scratch, size_t *scratch_cap,
-	void (*fn)(void *arg, const struct cp_clock_sample *sample),
+	void (*fn)(void *arg, const struct cp_perf_sample *sample),
 	void *arg)
 {
 	return th->clock_ring ? take_records(th, scratch, scratch_cap, fn, arg)

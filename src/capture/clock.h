@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "capture/perf_ring.h"
 #include "cprof/target.h"
 
 /* Open TH's clock for PERIOD_NS of CPU time per record, disabled (see
@@ -38,25 +39,18 @@ int cp_thread_clock_enable(struct cp_thread *th, bool on);
  * included), consumed.  Reads the shared ring only: no system call.  */
 uint64_t cp_thread_clock_take(struct cp_thread *th);
 
-/* A record with a copy: the thread's registers (perf's order,
- * CP_REGS_PERF_MASK; NULL when the period ended in a kernel thread's
- * context) and its stack from REGS' stack pointer, taken at TIME_NS
- * (CLOCK_MONOTONIC).  Valid during the callback only.  */
-struct cp_clock_sample {
-	pid_t tid;
-	uint64_t time_ns;
-	const uint64_t *regs;
-	const unsigned char *stack;
-	size_t stack_len;
-};
-
+/* A record with a copy (capture/perf_ring.h): the thread's registers
+ * (perf's order, CP_REGS_PERF_MASK; NULL when the period ended in a
+ * kernel thread's context) and its stack from their stack pointer, taken
+ * at TIME_NS (CLOCK_MONOTONIC); its ID is 0.  Valid during the callback
+ * only.  */
 /* Take TH's records as cp_thread_clock_take does, giving FN each sample
  * with its copy, in order; a record that wraps around the ring's end is
  * put together in *SCRATCH (grown; *SCRATCH_CAP its size).  Returns the
  * periods, the lost ones included (they have no sample).  */
 uint64_t cp_thread_clock_take_samples(
 	struct cp_thread *th, unsigned char **scratch, size_t *scratch_cap,
-	void (*fn)(void *arg, const struct cp_clock_sample *sample),
+	void (*fn)(void *arg, const struct cp_perf_sample *sample),
 	void *arg);
 
 /* Close TH's clock, if it has one (a thread that goes, a detach).  */

@@ -20,6 +20,7 @@
 #include "arch/x86_64/regs.h"
 #include "capture/heap_alloc.h"
 #include "capture/heap_trap.h"
+#include "capture/perf_ring.h"
 #include "capture/tracefs_probes.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
@@ -603,60 +604,13 @@ static int queue(struct cp_heap_uprobes *u, const struct cp_heap_event *ev,
 	return 0;
 }
 
-/* One record as it was written: which site, the registers, the copy.  */
-struct record {
-	uint64_t id;
-	pid_t tid;
-	uint64_t time_ns;
-	const uint64_t *regs;   /* NULL: none (perf's ABI_NONE) */
-	const unsigned char *stack;
-	size_t stack_len;
-};
-
-static bool parse(const unsigned char *rec, size_t len, struct record *r)
-{
-	memset(r, 0, sizeof(*r));
-	size_t at = sizeof(struct perf_event_header);
-	uint32_t ids[2];
-	uint64_t v;
-	if (at + 8 + 8 + 8 + 8 > len)
-		return false;
-	memcpy(&r->id, rec + at, 8);
-	at += 8;
-	memcpy(ids, rec + at, 8);
-	r->tid = (pid_t)ids[1];
-	at += 8;
-	memcpy(&r->time_ns, rec + at, 8);
-	at += 8;
-	memcpy(&v, rec + at, 8);
-	at += 8;
-	if (v != PERF_SAMPLE_REGS_ABI_NONE) {
-		if (at + 8 * CP_REGS_PERF_COUNT > len)
-			return false;
-		r->regs = (const uint64_t *)(const void *)(rec + at);
-		at += 8 * CP_REGS_PERF_COUNT;
-	}
-	if (at + 8 > len)
-		return false;
-	uint64_t size;
-	memcpy(&size, rec + at, 8);
-	at += 8;
-	if (size && at + size + 8 <= len) {
-		uint64_t dyn;
-		memcpy(&dyn, rec + at + size, 8);
-		r->stack = rec + at;
-		r->stack_len = (size_t)(dyn < size ? dyn : size);
-	}
-	return true;
-}
-
 static uint64_t arg_of(const uint64_t *args, int n)
 {
 	return n >= 0 && n < CP_ABI_REG_ARGS ? args[n] : 0;
 }
 
 /* A copy's 8 bytes at target address ADDR, from stack pointer SP up.  */
-static bool copy_u64(const struct record *r, uint64_t sp, uint64_t addr,
+static bool copy_u64(const struct cp_perf_sample *r, uint64_t sp, uint64_t addr,
 		     uint64_t *v)
 {
 	if (addr < sp || addr - sp > r->stack_len || r->stack_len - (addr - sp) < 8)
@@ -666,7 +620,7 @@ static bool copy_u64(const struct record *r, uint64_t sp, uint64_t addr,
 }
 
 static void on_entry(struct cp_heap *h, struct uthread *t,
-		     const struct site *s, const struct record *r,
+		     const struct site *s, const struct cp_perf_sample *r,
 		     const struct user_regs_struct *regs)
 {
 	const struct cp_heap_entry *e = &h->entries[s->row];
@@ -743,7 +697,7 @@ static void on_entry(struct cp_heap *h, struct uthread *t,
 }
 
 static void on_return(struct cp_heap *h, struct uthread *t,
-		      const struct site *s, const struct record *r,
+		      const struct site *s, const struct cp_perf_sample *r,
 		      const struct user_regs_struct *regs)
 {
 	if (!t->depth)
@@ -789,8 +743,8 @@ static void on_return(struct cp_heap *h, struct uthread *t,
 static void on_record(struct cp_heap *h, struct uthread *t,
 		      const unsigned char *rec, size_t len)
 {
-	struct record r;
-	if (!parse(rec, len, &r) || !r.regs)
+	struct cp_perf_sample r;
+	if (!rec || !cp_perf_sample_parse(rec, len, true, &r) || !r.regs)
 		return;
 	struct cp_heap_uprobes *u = h->uprobes;
 	const struct uevent *e = NULL;
@@ -820,58 +774,42 @@ static void on_record(struct cp_heap *h, struct uthread *t,
 		on_entry(h, t, s, &r, &regs);
 }
 
+/* One take of a thread's ring.  */
+struct take {
+	struct cp_heap *h;
+	struct uthread *t;
+};
+
+static void take_record(void *arg, uint32_t type, const unsigned char *rec,
+			size_t len)
+{
+	struct take *k = arg;
+	struct cp_heap *h = k->h;
+	struct cp_heap_uprobes *u = h->uprobes;
+	if (type == PERF_RECORD_SAMPLE) {
+		on_record(h, k->t, rec, len);
+		/* Taking is slower than writing when stacks are unwound
+		 * afresh: the other rings are watched as this one is
+		 * taken.  */
+		if (u->taking && ++u->since_watch >= WATCH_EVERY) {
+			u->since_watch = 0;
+			ask_stops(h);
+		}
+	} else if (type == PERF_RECORD_LOST && rec) {
+		h->s.events_lost += cp_perf_lost(rec, len);
+		/* Which calls are in flight is not known any more.  */
+		k->t->depth = 0;
+	}
+}
+
 /* Take the records of T's ring.  */
 static void take_ring(struct cp_heap *h, struct uthread *t)
 {
 	struct cp_heap_uprobes *u = h->uprobes;
-	struct perf_event_mmap_page *meta = t->ring;
-	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = meta->data_tail;
-	const unsigned char *data = (const unsigned char *)meta + meta->data_offset;
-	uint64_t size = meta->data_size;
-	while (tail < head && size) {
-		struct perf_event_header hd;
-		memcpy(&hd, data + tail % size, sizeof(hd));
-		if (hd.size < sizeof(hd) || tail + hd.size > head)
-			break;
-		const unsigned char *rec = data + tail % size;
-		if (tail % size + hd.size > size) {
-			/* It wraps around the ring's end.  */
-			if (u->scratch_cap < hd.size) {
-				unsigned char *grown = realloc(u->scratch, hd.size);
-				if (!grown) {
-					cp_heap_fail(h, -CP_E_NOMEM);
-					break;
-				}
-				u->scratch = grown;
-				u->scratch_cap = hd.size;
-			}
-			size_t at = (size_t)(tail % size);
-			size_t first = (size_t)(size - at);
-			memcpy(u->scratch, data + at, first);
-			memcpy(u->scratch + first, data, hd.size - first);
-			rec = u->scratch;
-		}
-		if (hd.type == PERF_RECORD_SAMPLE) {
-			on_record(h, t, rec, hd.size);
-			/* Taking is slower than writing when stacks are
-			 * unwound afresh: the other rings are watched as this
-			 * one is taken.  */
-			if (u->taking && ++u->since_watch >= WATCH_EVERY) {
-				u->since_watch = 0;
-				ask_stops(h);
-			}
-		} else if (hd.type == PERF_RECORD_LOST &&
-			   hd.size >= sizeof(hd) + 16) {
-			uint64_t lost;
-			memcpy(&lost, rec + sizeof(hd) + 8, 8);
-			h->s.events_lost += lost;
-			/* Which calls are in flight is not known any more.  */
-			t->depth = 0;
-		}
-		tail += hd.size;
-	}
-	__atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+	struct take k = {.h = h, .t = t};
+	if (cp_perf_ring_take(t->ring, &u->scratch, &u->scratch_cap,
+			      take_record, &k) < 0)
+		cp_heap_fail(h, -CP_E_NOMEM);
 }
 
 static int by_time(const void *a, const void *b)

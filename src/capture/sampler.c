@@ -846,7 +846,7 @@ struct copy_take {
 
 /* Unwind and record the copy of one clock record: a sample of the
  * thread at the period's end, taken by the kernel without a stop.  */
-static void on_copy(void *arg, const struct cp_clock_sample *smp)
+static void on_copy(void *arg, const struct cp_perf_sample *smp)
 {
 	struct copy_take *c = arg;
 	struct cp_sampler *r = c->r;
