@@ -42,6 +42,7 @@ Environment (defaults in brackets; QUICK=1 gives a ~3 minute look):
   WORK_SECONDS [2]   unprofiled length of one slowdown run
   SLOW_REPS [5]      repetitions of the slowdown runs
   CHURN_SECONDS [20] length of the stackchurn run
+  CLOCKCOST_HZ [10000] rate of bench/clockcost.c's samples (goal 4)
   CONFIGS [goal's]   sampling configurations: d30 d30busy b1 b2 b8 w64 w256,
                      also c999 c99 (chain-O0) m999 w99 (8 busy + 64 sleeping)
   EXTRA [none]       more cprof-attach options for the sampling runs
@@ -71,6 +72,7 @@ THREAD_PAIRS=${THREAD_PAIRS:-$d_tpairs}
 WORK_SECONDS=${WORK_SECONDS:-$d_work}
 SLOW_REPS=${SLOW_REPS:-$d_slow}
 CHURN_SECONDS=${CHURN_SECONDS:-$d_churn}
+CLOCKCOST_HZ=${CLOCKCOST_HZ:-10000}
 OUT=${OUT:-$BUILD/bench/cost}
 CC=${CC:-gcc}
 FAILURES=0
@@ -161,6 +163,9 @@ WARN=(-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror)
 	die "cannot build heapbench.c"
 HEAPBENCH=$B/heapbench
 "$CC" "${WARN[@]}" -g -O2 "$SRC/ticker.c" -o "$B/ticker" || die "cannot build ticker.c"
+HAVE_CLOCKCOST=0
+[[ -f $SRC/clockcost.c ]] && "$CC" "${WARN[@]}" -g -O2 -fno-omit-frame-pointer -pthread \
+	"$SRC/clockcost.c" -o "$B/clockcost" && HAVE_CLOCKCOST=1
 HAVE_CHURN=0
 [[ -f $SRC/stackchurn.c ]] && "$CC" -std=gnu11 -D_GNU_SOURCE -g -O2 -fno-omit-frame-pointer \
 	"$SRC/stackchurn.c" -o "$B/stackchurn" && HAVE_CHURN=1
@@ -503,10 +508,30 @@ slowdown_runs() {
 	done
 	rm -f "$TMP/perf.data" "$TMP/perf.data.old"
 }
+# The target's CPU per sample, counted where the slowdown's few percent are
+# lost in the machine's noise: bench/clockcost.c times fixed work by the
+# thread's own CPU clock with no event, with cprof-attach's clock (its
+# registers and stack copied at each period) and with perf record -g's
+# (a call chain), at CLOCKCOST_HZ, interleaved; the difference over the
+# samples, times 99 or 999, is the slowdown at that rate.
+clockcost_runs() {
+	local line
+	if "$B/clockcost" "$CLOCKCOST_HZ" 9 300 >"$TMP/clockcost.out" 2>"$TMP/clockcost.err"; then
+		while read -r line; do
+			record "clockcost.${line% *}" "${line#* }"
+		done <"$TMP/clockcost.out"
+	else
+		note_failure "bench/clockcost.c: $(tail -n1 "$TMP/clockcost.err")"
+	fi
+}
 if [[ " $GOALS " == *" 4 "* ]]; then
 	echo
 	echo "-- slowdown: $SLOW_REPS interleaved repetitions (load $(cut -d' ' -f1-3 /proc/loadavg))"
 	slowdown_runs
+	if [[ $HAVE_CLOCKCOST == 1 ]]; then
+		echo "   the target's CPU per sample: bench/clockcost $CLOCKCOST_HZ 9 300"
+		clockcost_runs
+	fi
 	echo "   done in $SECONDS s"
 fi
 

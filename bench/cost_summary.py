@@ -382,6 +382,22 @@ if values.get("slow.unprofiled"):
     rows.append(["4", "  (paired: each run against the unprofiled run of its repetition; the unprofiled runs"])
     rows.append(["4", "   spread %.1f %% of their median: smaller differences are noise)" % sp])
 
+if "clockcost.cprof_us_per_sample" in values:
+    # bench/clockcost.c: the target's own CPU per sample of each clock,
+    # counted at a high rate; the slowdown at a rate is that times the rate.
+    ref = V("clockcost.perf_us_per_sample")
+    row("4", "target CPU us/sample, its clock (clockcost, %d samples)" % V("clockcost.cprof_samples"),
+        lambda b: V("clockcost.cprof_us_per_sample"),
+        "perf -g " + f(ref, "%.2f"), ref if ref > 0.005 else None, "%.2f", "-", lambda v, rt: "-")
+    for hz in (999, 99):
+        ref = V("clockcost.perf_us_per_sample") * hz / 1e4
+        row("4", "  slowdown %% at %d Hz from it" % hz,
+            lambda b, hz=hz: V("clockcost.cprof_us_per_sample") * hz / 1e4,
+            "perf -g %s%%" % f(ref, "%.3f"), ref if ref > 0.0005 else None, "%.3f",
+            "<= perf" if hz == 999 else "<= 0.5 %",
+            (lambda v, rt, ref=ref: met(v, "<=", max(ref, 0.0))) if hz == 999 else
+            (lambda v, rt: met(v, "<=", 0.5)))
+
 # 5. memory
 if any(k.startswith("rss_start.") for k in values):
     row("5", "worker VmRSS after 5 s at 99 Hz, MB (rss_start.sh, workload)",

@@ -219,6 +219,16 @@ bool cp_heap_uprobes_armed(const struct cp_heap *h)
 	return h->uprobes && h->uprobes->armed;
 }
 
+bool cp_heap_uprobes_at(const struct cp_heap *h, uint64_t addr)
+{
+	if (!cp_heap_uprobes_armed(h))
+		return false;
+	for (size_t i = 0; i < h->uprobes->nsites; i++)
+		if (h->uprobes->sites[i].addr == addr)
+			return true;
+	return false;
+}
+
 /* ------------------------------------------------------ events */
 
 static int open_uevent(const struct cp_heap_uprobes *u,

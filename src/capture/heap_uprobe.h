@@ -37,6 +37,9 @@ int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found);
 /* True once armed: the allocator is probed by the kernel.  */
 bool cp_heap_uprobes_armed(const struct cp_heap *h);
 
+/* Is ADDR an entry point the kernel's probes of H are at?  */
+bool cp_heap_uprobes_at(const struct cp_heap *h, uint64_t addr);
+
 /* A new thread TID, held at its first stop: probe it before it runs.  */
 void cp_heap_uprobes_birth(struct cp_heap *h, pid_t tid);
 

@@ -910,10 +910,6 @@ int cp_session_break_insert(struct cp_session *s, const char *location,
 {
 	if (!s->target || cp_target_exited(s->target))
 		return -CP_E_GONE;
-	/* The kernel's int3s at the allocator's entry points take their
-	 * traps first: a breakpoint of ours there would never fire.  */
-	if (s->heap_on && cp_heap_uprobes_armed(s->heap))
-		return -CP_E_BUSY;
 	int rc;
 	if (!s->breaks) {
 		rc = cp_breaks_new(s, s->target, locate, s, &s->breaks);
@@ -933,6 +929,11 @@ int cp_session_break_insert(struct cp_session *s, const char *location,
 	bool pending = s->before_exec;
 	struct cp_place place;
 	rc = pending ? 0 : locate(s, location, &place);
+	/* The kernel's int3 at an allocator's entry point takes its traps
+	 * first: a breakpoint of ours there would never fire.  */
+	if (rc == 0 && !pending && s->heap_on &&
+	    cp_heap_uprobes_at(s->heap, place.addr))
+		rc = -CP_E_BUSY;
 	if (rc == 0)
 		rc = cp_breaks_insert(s->breaks, pending ? NULL : &place,
 				      location, temporary, id);

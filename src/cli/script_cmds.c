@@ -1041,9 +1041,10 @@ static int do_break(struct script *s, char *args, bool temporary)
 				    "process %d", argv[0],
 				    (int)cp_session_pid(s->session));
 	if (rc == -CP_E_BUSY && s->heap_on)
-		return script_error(s, "heap tracing by the kernel's uprobes is "
-				    "on: heap stop first, or set breakpoints "
-				    "before heap start (it then uses traps)");
+		return script_error(s, "the kernel's uprobes of heap tracing are "
+				    "at %s: heap stop first, or set breakpoints "
+				    "before heap start (it then uses traps)",
+				    argv[0]);
 	if (rc < 0)
 		return session_error(s, rc, "cannot set the breakpoint");
 	s->bpnum = id;

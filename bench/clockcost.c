@@ -1,0 +1,210 @@
+/* clockcost: what a sampling clock costs the thread it samples, per
+ * sample, counted rather than timed against a noisy machine (issue 15,
+ * goal 4).  A fixed amount of work at stack depth 30 is timed by the
+ * thread's own CPU clock (CLOCK_THREAD_CPUTIME_ID: time on a CPU, not
+ * time waiting for one) with no event, with cprof-attach's CPU clock (a
+ * task-clock event on the thread writing its registers and 32 KiB of its
+ * stack at each period, readable at every record: capture/clock.c), and
+ * with perf record -g's (a cpu-clock event writing a frame-pointer call
+ * chain, woken by watermark), at HZ samples per second of CPU time,
+ * interleaved REPS times.  A thread of its own takes the records, as the
+ * tools' do.  Per sample: (median CPU with - median CPU without) /
+ * median samples; at another rate the slowdown is that cost times the
+ * rate.
+ *
+ *   clockcost HZ REPS WORK
+ *
+ * prints "none_ns N", "cprof_ns N", "cprof_samples N", "cprof_us_per_sample
+ * X", the same for perf, and "cprof_pct_at_99 X" / "perf_pct_at_99 X".  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define COPY (32 * 1024)
+#define RING_PAGES 64
+#define REGS_MASK (0x3ffull | (0xffull << 16)) /* as cprof-attach: CP_REGS_PERF_MASK */
+
+static volatile uint64_t sink;
+
+__attribute__((noinline, noipa)) static uint64_t work_at(int depth,
+							 uint64_t n)
+{
+	if (depth > 0)
+		return work_at(depth - 1, n) + 1;
+	uint64_t s = 0;
+	for (uint64_t i = 0; i < n; i++)
+		s += i * i ^ (s >> 3);
+	return s;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct reader {
+	int fd;
+	struct perf_event_mmap_page *meta;
+	volatile int stop;
+	uint64_t samples;
+};
+
+static void take(struct reader *r)
+{
+	struct perf_event_mmap_page *m = r->meta;
+	uint64_t head = __atomic_load_n(&m->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = m->data_tail;
+	const unsigned char *data = (const unsigned char *)m + m->data_offset;
+	while (tail < head) {
+		struct perf_event_header h;
+		memcpy(&h, data + tail % m->data_size, sizeof(h));
+		if (h.size < sizeof(h))
+			break;
+		if (h.type == PERF_RECORD_SAMPLE)
+			r->samples++;
+		tail += h.size;
+	}
+	__atomic_store_n(&m->data_tail, head, __ATOMIC_RELEASE);
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	struct pollfd p = {.fd = r->fd, .events = POLLIN};
+	while (!r->stop) {
+		poll(&p, 1, 5);
+		take(r);
+	}
+	take(r);
+	return NULL;
+}
+
+/* One run of N loops under the event KIND (0 none, 1 cprof, 2 perf);
+ * its CPU time, and the samples in *SAMPLES.  */
+static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
+{
+	struct reader r = {.fd = -1};
+	pthread_t thread;
+	*samples = 0;
+	if (kind) {
+		struct perf_event_attr a;
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		a.type = PERF_TYPE_SOFTWARE;
+		a.disabled = 1;
+		if (kind == 1) {
+			a.config = PERF_COUNT_SW_TASK_CLOCK;
+			a.sample_period = 1000000000ull / hz;
+			a.wakeup_events = 1;
+			a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+					PERF_SAMPLE_REGS_USER |
+					PERF_SAMPLE_STACK_USER;
+			a.sample_regs_user = REGS_MASK;
+			a.sample_stack_user = COPY;
+			a.use_clockid = 1;
+			a.clockid = CLOCK_MONOTONIC;
+			a.exclude_callchain_kernel = 1;
+		} else {
+			a.config = PERF_COUNT_SW_CPU_CLOCK;
+			a.freq = 1;
+			a.sample_freq = hz;
+			a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+					PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN |
+					PERF_SAMPLE_PERIOD;
+			a.watermark = 1;
+			a.wakeup_watermark = RING_PAGES * 4096 / 2;
+		}
+		r.fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+		if (r.fd < 0) {
+			perror("perf_event_open");
+			exit(1);
+		}
+		r.meta = mmap(NULL, (RING_PAGES + 1) * 4096,
+			      PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
+		if (r.meta == MAP_FAILED) {
+			perror("mmap");
+			exit(1);
+		}
+		pthread_create(&thread, NULL, reader_main, &r);
+		ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0);
+	}
+	uint64_t t0 = thread_cpu_ns();
+	sink += work_at(30, n);
+	uint64_t t1 = thread_cpu_ns();
+	if (kind) {
+		ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0);
+		r.stop = 1;
+		pthread_join(thread, NULL);
+		*samples = r.samples;
+		munmap(r.meta, (RING_PAGES + 1) * 4096);
+		close(r.fd);
+	}
+	return t1 - t0;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t median(uint64_t *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), by_value);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: clockcost HZ REPS WORK_MS\n");
+		return 2;
+	}
+	unsigned hz = (unsigned)atoi(argv[1]);
+	int reps = atoi(argv[2]);
+	double work_ms = atof(argv[3]);
+	if (hz == 0 || reps < 1 || reps > 99 || work_ms <= 0) {
+		fprintf(stderr, "clockcost: HZ, REPS (1-99) and WORK_MS > 0\n");
+		return 2;
+	}
+	/* Loops for WORK_MS of CPU.  */
+	uint64_t n = 100000, ns;
+	uint64_t dummy;
+	while ((ns = run(0, hz, n, &dummy)) < 20000000ull)
+		n *= 2;
+	n = (uint64_t)((double)n * work_ms * 1e6 / (double)ns);
+	uint64_t cpu[3][99], smp[3][99];
+	for (int i = 0; i < reps; i++)
+		for (int k = 0; k < 3; k++) {
+			int kind = (k + i) % 3; /* rotated */
+			cpu[kind][i] = run(kind, hz, n, &smp[kind][i]);
+		}
+	const char *names[3] = {"none", "cprof", "perf"};
+	uint64_t base = median(cpu[0], reps);
+	printf("none_ns %llu\n", (unsigned long long)base);
+	for (int k = 1; k < 3; k++) {
+		uint64_t c = median(cpu[k], reps), s = median(smp[k], reps);
+		double per = s ? ((double)c - (double)base) / (double)s / 1e3
+			       : 0.0;
+		printf("%s_ns %llu\n%s_samples %llu\n%s_us_per_sample %.2f\n"
+		       "%s_pct_at_99 %.3f\n",
+		       names[k], (unsigned long long)c, names[k],
+		       (unsigned long long)s, names[k], per, names[k],
+		       per * 99.0 / 1e4);
+	}
+	return 0;
+}
