@@ -6,7 +6,9 @@
  * task-clock event on the thread writing its registers and 32 KiB of its
  * stack at each period, readable at every record: capture/clock.c), and
  * with perf record -g's (a cpu-clock event writing a frame-pointer call
- * chain, woken by watermark), at HZ samples per second of CPU time,
+ * chain, woken by watermark) and with perf record --call-graph dwarf's
+ * (the same with the registers and 8 KiB of stack instead of the user
+ * call chain), at HZ samples per second of CPU time,
  * interleaved REPS times.  A thread of its own takes the records, as the
  * tools' do.  Per sample: (median CPU with - median CPU without) /
  * median samples; at another rate the slowdown is that cost times the
@@ -15,7 +17,7 @@
  *   clockcost HZ REPS WORK
  *
  * prints "none_ns N", "cprof_ns N", "cprof_samples N", "cprof_us_per_sample
- * X", the same for perf, and "cprof_pct_at_99 X" / "perf_pct_at_99 X".  */
+ * X", the same for perf and perfdwarf, and NAME_pct_at_99 X for each.  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -93,7 +95,8 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-/* One run of N loops under the event KIND (0 none, 1 cprof, 2 perf);
+/* One run of N loops under the event KIND (0 none, 1 cprof, 2 perf -g,
+ * 3 perf --call-graph dwarf);
  * its CPU time, and the samples in *SAMPLES.  */
 static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
 {
@@ -127,6 +130,15 @@ static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
 					PERF_SAMPLE_PERIOD;
 			a.watermark = 1;
 			a.wakeup_watermark = RING_PAGES * 4096 / 2;
+			if (kind == 3) {
+				/* perf record --call-graph dwarf: also the
+				 * registers and 8 KiB of stack.  */
+				a.sample_type |= PERF_SAMPLE_REGS_USER |
+						 PERF_SAMPLE_STACK_USER;
+				a.sample_regs_user = REGS_MASK;
+				a.sample_stack_user = 8192;
+				a.exclude_callchain_user = 1;
+			}
 		}
 		r.fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
 		if (r.fd < 0) {
@@ -187,16 +199,16 @@ int main(int argc, char **argv)
 	while ((ns = run(0, hz, n, &dummy)) < 20000000ull)
 		n *= 2;
 	n = (uint64_t)((double)n * work_ms * 1e6 / (double)ns);
-	uint64_t cpu[3][99], smp[3][99];
+	uint64_t cpu[4][99], smp[4][99];
 	for (int i = 0; i < reps; i++)
-		for (int k = 0; k < 3; k++) {
-			int kind = (k + i) % 3; /* rotated */
+		for (int k = 0; k < 4; k++) {
+			int kind = (k + i) % 4; /* rotated */
 			cpu[kind][i] = run(kind, hz, n, &smp[kind][i]);
 		}
-	const char *names[3] = {"none", "cprof", "perf"};
+	const char *names[4] = {"none", "cprof", "perf", "perfdwarf"};
 	uint64_t base = median(cpu[0], reps);
 	printf("none_ns %llu\n", (unsigned long long)base);
-	for (int k = 1; k < 3; k++) {
+	for (int k = 1; k < 4; k++) {
 		uint64_t c = median(cpu[k], reps), s = median(smp[k], reps);
 		double per = s ? ((double)c - (double)base) / (double)s / 1e3
 			       : 0.0;

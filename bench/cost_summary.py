@@ -389,6 +389,11 @@ if "clockcost.cprof_us_per_sample" in values:
     row("4", "target CPU us/sample, its clock (clockcost, %d samples)" % V("clockcost.cprof_samples"),
         lambda b: V("clockcost.cprof_us_per_sample"),
         "perf -g " + f(ref, "%.2f"), ref if ref > 0.005 else None, "%.2f", "-", lambda v, rt: "-")
+    if "clockcost.perfdwarf_us_per_sample" in values:
+        ref = V("clockcost.perfdwarf_us_per_sample")
+        row("4", "  the same against perf --call-graph dwarf (8 KiB copies)",
+            lambda b: V("clockcost.cprof_us_per_sample"),
+            "perf dwarf " + f(ref, "%.2f"), ref if ref > 0.005 else None, "%.2f", "-", lambda v, rt: "-")
     for hz in (999, 99):
         ref = V("clockcost.perf_us_per_sample") * hz / 1e4
         row("4", "  slowdown %% at %d Hz from it" % hz,
