@@ -1421,10 +1421,38 @@ START_TEST(test_error_restores_bytes)
 }
 END_TEST
 
+/* The source line of malloc's first instruction in libc
+ * ("malloc.c:3281", from its debug information), in OUT; false when it
+ * cannot be found (no nm, eu-addr2line or libc6-dbg).  */
+static bool malloc_entry_line(char *out, size_t size)
+{
+	FILE *p = popen("l=$(ldd /bin/true | awk '/libc\\.so/ { print $3 }'); "
+			"a=$(nm -D \"$l\" | awk '$3 ~ /^malloc@@/ { print $1; "
+			"exit }'); [ -n \"$a\" ] && "
+			"eu-addr2line -e \"$l\" 0x$a 2>/dev/null", "r");
+	char line[512] = "";
+	if (!p)
+		return false;
+	if (!fgets(line, sizeof(line), p))
+		line[0] = '\0';
+	pclose(p);
+	/* ".../malloc/malloc.c:3281:1" */
+	char *colon = strchr(line, ':');
+	char *slash = colon ? memrchr(line, '/', (size_t)(colon - line)) : NULL;
+	unsigned number;
+	if (!colon || sscanf(colon + 1, "%u", &number) != 1 || number == 0)
+		return false;
+	*colon = '\0';
+	snprintf(out, size, "%s:%u", slash ? slash + 1 : line, number);
+	return true;
+}
+
 /* heap start takes the kernel's uprobes (no breakpoint set before it),
  * whose int3s sit at the allocator's entry points; a breakpoint set
  * after it at malloc (after its prologue) is one of ours beside them:
- * hit, with the heap traced on, and every byte back.  */
+ * hit, with the heap traced on, and every byte back.  One at malloc's
+ * very first instruction (its opening line) is refused, saying what to
+ * do: the kernel's int3 there would take its trap.  */
 START_TEST(test_break_during_heap_uprobes)
 {
 	struct tu_proc *fixture = tu_fixture_start("heap-pairs", "1000000000",
@@ -1445,6 +1473,21 @@ START_TEST(test_break_during_heap_uprobes)
 	CHECK_RUN(strstr(run->out, "\nBreakpoint 1, ") != NULL &&
 			  strstr(run->out, "malloc") != NULL,
 		  run, "the breakpoint at malloc was not hit");
+	expect_untouched(fixture);
+	free(script);
+
+	char entry[300], expected[4400];
+	ck_assert_msg(malloc_entry_line(entry, sizeof(entry)),
+		      "malloc's first line not found (nm, eu-addr2line, "
+		      "libc6-dbg: make deps)");
+	script = script_file("entry.cprof", "heap start\nbreak %s\n", entry);
+	run = RUN("-p", fixture->pid_text, "-x", script, "--batch");
+	expect_exit(run, 1);
+	snprintf(expected, sizeof(expected),
+		 "%s:2: break: the kernel's uprobes of heap tracing are at %s: "
+		 "heap stop first, or set breakpoints before heap start (it "
+		 "then uses traps)", script, entry);
+	expect_message(run, expected);
 	expect_untouched(fixture);
 	free(script);
 }
