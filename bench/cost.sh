@@ -511,8 +511,9 @@ slowdown_runs() {
 # The target's CPU per sample, counted where the slowdown's few percent are
 # lost in the machine's noise: bench/clockcost.c times fixed work by the
 # thread's own CPU clock with no event, with cprof-attach's clock (its
-# registers and stack copied at each period) and with perf record -g's
-# (a call chain), at CLOCKCOST_HZ, interleaved; the difference over the
+# registers and stack copied at each period), with perf record -g's (a
+# call chain) and with perf record --call-graph dwarf's (registers and
+# 8 KiB of stack), at CLOCKCOST_HZ, interleaved; the difference over the
 # samples, times 99 or 999, is the slowdown at that rate.
 clockcost_runs() {
 	local line

@@ -59,9 +59,9 @@ enum cp_heap_method {
 	 * thread.  Closing the events waits for the kernel's grace
 	 * periods (about 85 ms for each event defined in tracefs, 4 as a
 	 * rule, or for each event of the uprobe PMU without it): a thread
-	 * of ours closes them, and cp_heap_free waits for it.  A record the kernel
-	 * could not write is counted (cp_heap_summary.events_lost).  A
-	 * realloc's block is released when the call begins (it is freed
+	 * of ours closes them, and cp_heap_free waits for it.  A record
+	 * the kernel could not write is counted
+	 * (cp_heap_summary.events_lost).  A realloc's block is released when the call begins (it is freed
 	 * inside, and another thread may get it before the call returns):
 	 * CP_HEAP_EV_REALLOC_BEGIN.  */
 	CP_HEAP_METHOD_UPROBES,

@@ -348,6 +348,10 @@ int cp_target_hold_all(struct cp_target *target);
 /* Resume every thread held by cp_target_hold_all.  */
 void cp_target_release_all(struct cp_target *target);
 
+/* True when the target has threads and every one is in a ptrace-stop
+ * (held by the caller, or at a trap being handled).  */
+bool cp_target_all_stopped(const struct cp_target *target);
+
 /* True when the held thread TID has a SIGTRAP queued but not yet
  * reported (it stopped for our interrupt first).  Reads /proc.  */
 bool cp_target_trap_pending(struct cp_target *target, pid_t tid);

@@ -39,15 +39,14 @@ int cp_thread_clock_enable(struct cp_thread *th, bool on);
  * included), consumed.  Reads the shared ring only: no system call.  */
 uint64_t cp_thread_clock_take(struct cp_thread *th);
 
-/* A record with a copy (capture/perf_ring.h): the thread's registers
- * (perf's order, CP_REGS_PERF_MASK; NULL when the period ended in a
- * kernel thread's context) and its stack from their stack pointer, taken
- * at TIME_NS (CLOCK_MONOTONIC); its ID is 0.  Valid during the callback
- * only.  */
 /* Take TH's records as cp_thread_clock_take does, giving FN each sample
  * with its copy, in order; a record that wraps around the ring's end is
- * put together in *SCRATCH (grown; *SCRATCH_CAP its size).  Returns the
- * periods, the lost ones included (they have no sample).  */
+ * put together in *SCRATCH (grown; *SCRATCH_CAP its size).  A sample
+ * (capture/perf_ring.h) has the thread's registers (perf's order,
+ * CP_REGS_PERF_MASK; NULL when the period ended in a kernel thread's
+ * context) and its stack from their stack pointer, taken at TIME_NS
+ * (CLOCK_MONOTONIC); its ID is 0; valid during the callback only.
+ * Returns the periods, the lost ones included (they have no sample).  */
 uint64_t cp_thread_clock_take_samples(
 	struct cp_thread *th, unsigned char **scratch, size_t *scratch_cap,
 	void (*fn)(void *arg, const struct cp_perf_sample *sample),

@@ -184,6 +184,51 @@ size_t cp_heap_breakpoints(const struct cp_heap *h, const char **module)
 	return h->nbps ? h->nbps : h->nprobed;
 }
 
+bool cp_heap_entry_event(const struct cp_heap *h, uint32_t row,
+			 const struct user_regs_struct *regs, pid_t tid,
+			 uint64_t t_ns, struct cp_heap_event *ev)
+{
+	const struct cp_heap_entry *e = &h->entries[row];
+	uint64_t ptr = e->ptr_arg == CP_HEAP_NO_ARG
+			       ? 0
+			       : cp_abi_arg(regs, (unsigned)e->ptr_arg);
+	*ev = (struct cp_heap_event){ .entry = row, .tid = tid, .t_ns = t_ns };
+	if (e->result == CP_HEAP_RESULT_NONE) {
+		ev->kind = CP_HEAP_EV_FREE;
+		ev->addr = ptr;
+		return true;
+	}
+	if (e->kind == CP_HEAP_KIND_REALLOC && ptr) {
+		ev->kind = CP_HEAP_EV_REALLOC_BEGIN;
+		ev->old_addr = ptr;
+		return true;
+	}
+	return false;
+}
+
+struct cp_heap_event cp_heap_return_event(const struct cp_heap *h,
+					  uint32_t row, const uint64_t *args,
+					  uint32_t stack, pid_t tid,
+					  uint64_t t_ns)
+{
+	const struct cp_heap_entry *e = &h->entries[row];
+	uint64_t size = cp_heap_call_arg(args, e->size_arg);
+	if (e->count_arg != CP_HEAP_NO_ARG)
+		size *= cp_heap_call_arg(args, e->count_arg);
+	if (e->round_to)
+		size = (size + e->round_to - 1) / e->round_to * e->round_to;
+	bool realloc = e->kind == CP_HEAP_KIND_REALLOC;
+	return (struct cp_heap_event){
+		.kind = realloc ? CP_HEAP_EV_REALLOC : CP_HEAP_EV_ALLOC,
+		.entry = row,
+		.size = size,
+		.old_addr = realloc ? cp_heap_call_arg(args, e->ptr_arg) : 0,
+		.stack = stack,
+		.tid = tid,
+		.t_ns = t_ns,
+	};
+}
+
 int cp_heap_run(struct cp_heap *h)
 {
 	return cp_heap_run_until(h, 0, NULL, NULL);

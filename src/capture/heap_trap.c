@@ -74,46 +74,19 @@ static uint64_t free_caller(void *arg, const struct cp_heap_event *event)
 	return caller;
 }
 
-/* Argument N of TS's call, by its descriptor; 0 for CP_HEAP_NO_ARG.  */
-static uint64_t call_arg(const struct tstate *ts, int n)
-{
-	return n >= 0 && n < CP_ABI_REG_ARGS ? ts->args[n] : 0;
-}
-
-/* The size the call of TS asked for, by row E.  */
-static uint64_t call_size(const struct tstate *ts,
-			  const struct cp_heap_entry *e)
-{
-	uint64_t size = call_arg(ts, e->size_arg);
-	if (e->count_arg != CP_HEAP_NO_ARG)
-		size *= call_arg(ts, e->count_arg);
-	if (e->round_to)
-		size = (size + e->round_to - 1) / e->round_to * e->round_to;
-	return size;
-}
-
 /* The outermost call of TS returned RESULT: its event.  */
 static void on_return(struct cp_heap *h, struct tstate *ts, uint64_t result)
 {
 	const struct cp_heap_entry *e = &h->entries[ts->entry];
-	struct cp_heap_event ev = {
-		.kind = e->kind == CP_HEAP_KIND_REALLOC ? CP_HEAP_EV_REALLOC
-							 : CP_HEAP_EV_ALLOC,
-		.entry = ts->entry,
-		.size = call_size(ts, e),
-		.old_addr = e->kind == CP_HEAP_KIND_REALLOC
-				    ? call_arg(ts, e->ptr_arg)
-				    : 0,
-		.stack = ts->stack,
-		.tid = ts->tid,
-		.t_ns = cp_heap_now_ns(),
-	};
+	struct cp_heap_event ev = cp_heap_return_event(
+		h, ts->entry, ts->args, ts->stack, ts->tid, cp_heap_now_ns());
 	if (e->result == CP_HEAP_RESULT_STORED) {
 		/* It returns 0 and stores the block's address.  */
 		uint64_t ptr = 0;
 		if (result == 0 &&
-		    cp_target_read(h->pid, call_arg(ts, e->out_arg), &ptr,
-				   sizeof(ptr)) != (ssize_t)sizeof(ptr))
+		    !cp_heap_read_u64(h->pid,
+				      cp_heap_call_arg(ts->args, e->out_arg),
+				      &ptr))
 			ptr = 0;
 		ev.addr = result == 0 ? ptr : 0;
 	} else {
@@ -657,32 +630,13 @@ enum cp_target_trap cp_heap_trap_on_trap(void *arg, pid_t tid, bool hold)
 		l->s.calls[bp->tag]++;
 		if (e->kind == CP_HEAP_KIND_REALLOC)
 			l->s.reallocs++;
-		if (e->result == CP_HEAP_RESULT_NONE) {
-			/* Nothing to wait for (free): its event now.  */
-			struct cp_heap_event ev = {
-				.kind = CP_HEAP_EV_FREE,
-				.entry = bp->tag,
-				.addr = cp_abi_arg(&regs,
-						   (unsigned)e->ptr_arg),
-				.tid = tid,
-				.t_ns = cp_heap_now_ns(),
-			};
-			emit(h, &ev, sp);
-		} else {
-			if (e->kind == CP_HEAP_KIND_REALLOC &&
-			    cp_abi_arg(&regs, (unsigned)e->ptr_arg)) {
-				/* Its block is released inside, before it
-				 * returns: another thread may get it first.  */
-				struct cp_heap_event ev = {
-					.kind = CP_HEAP_EV_REALLOC_BEGIN,
-					.entry = bp->tag,
-					.old_addr = cp_abi_arg(
-						&regs, (unsigned)e->ptr_arg),
-					.tid = tid,
-					.t_ns = cp_heap_now_ns(),
-				};
-				emit(h, &ev, 0);
-			}
+		/* A free's event, or a realloc's release of its block:
+		 * now.  */
+		struct cp_heap_event ev;
+		if (cp_heap_entry_event(h, bp->tag, &regs, tid,
+					cp_heap_now_ns(), &ev))
+			emit(h, &ev, ev.kind == CP_HEAP_EV_FREE ? sp : 0);
+		if (e->result != CP_HEAP_RESULT_NONE) {
 			/* Copy the stack for the unwinder.  */
 			struct user_regs_struct at_entry = regs;
 			cp_abi_set_pc(&at_entry, pc);

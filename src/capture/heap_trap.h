@@ -187,6 +187,32 @@ static inline bool cp_heap_run_over(const struct cp_heap *h,
 	       cp_target_exited(h->target);
 }
 
+/* Argument N of a call whose argument registers were ARGS
+ * (CP_ABI_REG_ARGS of them); 0 for CP_HEAP_NO_ARG.  */
+static inline uint64_t cp_heap_call_arg(const uint64_t *args, int n)
+{
+	return n >= 0 && n < CP_ABI_REG_ARGS ? args[n] : 0;
+}
+
+/* The event the outermost call of row ROW makes at its entry, its
+ * registers there REGS, in thread TID at T_NS, into *EV: a free's
+ * (CP_HEAP_EV_FREE), or a realloc's of a block (CP_HEAP_EV_REALLOC_BEGIN:
+ * the block is released inside the call, and another thread may be given
+ * it before the call returns).  False when it makes none (its event
+ * comes at its return).  */
+bool cp_heap_entry_event(const struct cp_heap *h, uint32_t row,
+			 const struct user_regs_struct *regs, pid_t tid,
+			 uint64_t t_ns, struct cp_heap_event *ev);
+
+/* The event of the outermost call of row ROW that returned, its
+ * argument registers at entry ARGS, its stack id STACK, in thread TID at
+ * T_NS: all but ADDR, the block made (returned, or stored where the
+ * call's out argument points: the caller reads it).  */
+struct cp_heap_event cp_heap_return_event(const struct cp_heap *h,
+					  uint32_t row, const uint64_t *args,
+					  uint32_t stack, pid_t tid,
+					  uint64_t t_ns);
+
 /* Forget every unwind kept for reuse, in every lane (the mappings
  * changed: the same stack bytes may unwind or symbolize differently).  */
 static inline void cp_heap_memo_forget(struct cp_heap *h)

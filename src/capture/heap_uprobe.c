@@ -528,13 +528,10 @@ int cp_heap_uprobes_arm(struct cp_heap *h, const struct cp_heap_found *found)
 	 * not yet probed would stay live for ever.  Held for the moment
 	 * their events take to open (a millisecond or two), unless they are
 	 * already (launch mode: the one thread at the loader's trap).  */
+	bool held = !cp_target_all_stopped(h->target) &&
+		    cp_target_hold_all(h->target) == 0;
 	size_t count = 0;
 	struct cp_thread *threads = cp_target_threads(h->target, &count);
-	bool all_held = count > 0;
-	for (size_t i = 0; i < count; i++)
-		all_held &= threads[i].stopped;
-	bool held = !all_held && cp_target_hold_all(h->target) == 0;
-	threads = cp_target_threads(h->target, &count);
 	pid_t *tids = calloc(count ? count : 1, sizeof(*tids));
 	if (!tids) {
 		if (held)
@@ -614,11 +611,6 @@ static int queue(struct cp_heap_uprobes *u, const struct cp_heap_event *ev,
 	return 0;
 }
 
-static uint64_t arg_of(const uint64_t *args, int n)
-{
-	return n >= 0 && n < CP_ABI_REG_ARGS ? args[n] : 0;
-}
-
 /* A copy's 8 bytes at target address ADDR, from stack pointer SP up.  */
 static bool copy_u64(const struct cp_perf_sample *r, uint64_t sp, uint64_t addr,
 		     uint64_t *v)
@@ -657,32 +649,14 @@ static void on_entry(struct cp_heap *h, struct uthread *t,
 	l->s.calls[s->row]++;
 	if (e->kind == CP_HEAP_KIND_REALLOC)
 		l->s.reallocs++;
-	if (e->result == CP_HEAP_RESULT_NONE) {
-		uint64_t caller = ret;
-		struct cp_heap_event ev = {
-			.kind = CP_HEAP_EV_FREE,
-			.entry = s->row,
-			.addr = cp_abi_arg(regs, (unsigned)e->ptr_arg),
-			.tid = t->tid,
-			.t_ns = r->time_ns,
-		};
-		if (queue(h->uprobes, &ev, caller) < 0)
-			cp_heap_fail(h, -CP_E_NOMEM);
+	/* A free's event (its caller: its return address), or a realloc's
+	 * release of its block, at the entry's time.  */
+	struct cp_heap_event ev;
+	if (cp_heap_entry_event(h, s->row, regs, t->tid, r->time_ns, &ev) &&
+	    queue(h->uprobes, &ev, ev.kind == CP_HEAP_EV_FREE ? ret : 0) < 0)
+		cp_heap_fail(h, -CP_E_NOMEM);
+	if (e->result == CP_HEAP_RESULT_NONE)
 		return;
-	}
-	if (e->kind == CP_HEAP_KIND_REALLOC &&
-	    cp_abi_arg(regs, (unsigned)e->ptr_arg)) {
-		/* Its block is released inside, before it returns.  */
-		struct cp_heap_event ev = {
-			.kind = CP_HEAP_EV_REALLOC_BEGIN,
-			.entry = s->row,
-			.old_addr = cp_abi_arg(regs, (unsigned)e->ptr_arg),
-			.tid = t->tid,
-			.t_ns = r->time_ns,
-		};
-		if (queue(h->uprobes, &ev, 0) < 0)
-			cp_heap_fail(h, -CP_E_NOMEM);
-	}
 	t->depth = 1;
 	t->row = s->row;
 	t->sp = sp;
@@ -716,29 +690,14 @@ static void on_return(struct cp_heap *h, struct uthread *t,
 		return;
 	const struct cp_heap_entry *e = &h->entries[t->row];
 	(void)s;
-	uint64_t size = arg_of(t->args, e->size_arg);
-	if (e->count_arg != CP_HEAP_NO_ARG)
-		size *= arg_of(t->args, e->count_arg);
-	if (e->round_to)
-		size = (size + e->round_to - 1) / e->round_to * e->round_to;
-	struct cp_heap_event ev = {
-		.kind = e->kind == CP_HEAP_KIND_REALLOC ? CP_HEAP_EV_REALLOC
-							 : CP_HEAP_EV_ALLOC,
-		.entry = t->row,
-		.size = size,
-		.old_addr = e->kind == CP_HEAP_KIND_REALLOC
-				    ? arg_of(t->args, e->ptr_arg)
-				    : 0,
-		.stack = t->stack,
-		.tid = t->tid,
-		.t_ns = r->time_ns,
-	};
+	struct cp_heap_event ev = cp_heap_return_event(
+		h, t->row, t->args, t->stack, t->tid, r->time_ns);
 	uint64_t result = cp_abi_retval(regs);
 	if (e->result == CP_HEAP_RESULT_STORED) {
 		/* It returned 0 and stored the block's address: on the
 		 * caller's stack as a rule, copied with the return;
 		 * elsewhere read now.  */
-		uint64_t out = arg_of(t->args, e->out_arg), ptr = 0;
+		uint64_t out = cp_heap_call_arg(t->args, e->out_arg), ptr = 0;
 		if (result == 0 && !copy_u64(r, cp_regs_sp(regs), out, &ptr) &&
 		    !cp_heap_read_u64(h->pid, out, &ptr))
 			ptr = 0;

@@ -68,6 +68,23 @@ static void ring_copy(unsigned char *dst, const unsigned char *data,
 
 #define SMALL_RECORD 64
 
+/* *SCRATCH grown to hold LEN bytes (*CAP its size), or NULL: no SCRATCH
+ * given, or no memory.  */
+static unsigned char *scratch_for(unsigned char **scratch, size_t *cap,
+				  size_t len)
+{
+	if (!scratch)
+		return NULL;
+	if (*cap < len) {
+		unsigned char *grown = realloc(*scratch, len);
+		if (!grown)
+			return NULL;
+		*scratch = grown;
+		*cap = len;
+	}
+	return *scratch;
+}
+
 int cp_perf_ring_take(struct perf_event_mmap_page *meta,
 		      unsigned char **scratch, size_t *scratch_cap,
 		      void (*fn)(void *arg, uint32_t type,
@@ -91,27 +108,16 @@ int cp_perf_ring_take(struct perf_event_mmap_page *meta,
 		const unsigned char *rec = data + tail % size;
 		unsigned char small[SMALL_RECORD];
 		if (tail % size + h.size > size) {
-			/* It wraps around the ring's end.  */
-			if (h.size <= sizeof(small)) {
-				ring_copy(small, data, size, tail, h.size);
-				rec = small;
-			} else if (scratch && *scratch_cap < h.size) {
-				unsigned char *grown = realloc(*scratch, h.size);
-				if (grown) {
-					*scratch = grown;
-					*scratch_cap = h.size;
-				}
-			}
-			if (rec != small) {
-				rec = NULL;
-				if (scratch && *scratch_cap >= h.size) {
-					ring_copy(*scratch, data, size, tail,
-						  h.size);
-					rec = *scratch;
-				} else if (scratch) {
-					rc = -CP_E_NOMEM;
-				}
-			}
+			/* It wraps around the ring's end: put together.  */
+			unsigned char *buf =
+				h.size <= sizeof(small)
+					? small
+					: scratch_for(scratch, scratch_cap, h.size);
+			if (buf)
+				ring_copy(buf, data, size, tail, h.size);
+			else if (scratch)
+				rc = -CP_E_NOMEM;
+			rec = buf;
 		}
 		fn(arg, h.type, rec, h.size);
 		tail += h.size;

@@ -1560,18 +1560,32 @@ int cp_target_wait_event(struct cp_target *t)
 	return 1;
 }
 
-/* Set every held thread's ptrace options (PTRACE_SETOPTIONS needs the
+/* Give every stopped thread the options (PTRACE_SETOPTIONS needs the
  * thread in a ptrace-stop; threads born later inherit the options of
  * the thread that cloned them).  */
-static int set_options(struct cp_target *t)
+static void put_options(struct cp_target *t)
 {
-	int rc = cp_target_hold_all(t);
 	for (size_t i = 0; i < t->nthreads; i++)
 		if (t->threads[i].stopped)
 			ptrace(PTRACE_SETOPTIONS, t->threads[i].tid, 0,
 			       (void *)ptrace_options(t));
+}
+
+/* The same with every thread held for it.  */
+static int set_options(struct cp_target *t)
+{
+	int rc = cp_target_hold_all(t);
+	put_options(t);
 	cp_target_release_all(t);
 	return rc;
+}
+
+bool cp_target_all_stopped(const struct cp_target *t)
+{
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (!t->threads[i].stopped)
+			return false;
+	return t->nthreads > 0;
 }
 
 int cp_target_set_exit_stops(struct cp_target *t, bool on)
@@ -1580,16 +1594,13 @@ int cp_target_set_exit_stops(struct cp_target *t, bool on)
 		return 0;
 	t->exit_stops = on;
 	/* Called from a hook with the only thread held at a trap (launch
-	 * mode, the libraries just mapped): no other stop needed.  */
-	bool all_held = t->nthreads > 0;
-	for (size_t i = 0; i < t->nthreads; i++)
-		all_held &= t->threads[i].stopped;
-	if (!all_held)
-		return set_options(t);
-	for (size_t i = 0; i < t->nthreads; i++)
-		ptrace(PTRACE_SETOPTIONS, t->threads[i].tid, 0,
-		       (void *)ptrace_options(t));
-	return 0;
+	 * mode, the libraries just mapped): no other stop needed, and none
+	 * to let go.  */
+	if (cp_target_all_stopped(t)) {
+		put_options(t);
+		return 0;
+	}
+	return set_options(t);
 }
 
 int cp_target_set_follow_forks(struct cp_target *t, bool on)
