@@ -3,8 +3,10 @@
  * goal 4).  A fixed amount of work at stack depth 30 is timed by the
  * thread's own CPU clock (CLOCK_THREAD_CPUTIME_ID: time on a CPU, not
  * time waiting for one) with no event, with cprof-attach's CPU clock (a
- * task-clock event on the thread writing its registers and 32 KiB of its
- * stack at each period, readable at every record: capture/clock.c), and
+ * task-clock event on the thread writing its registers and 2 KiB of its
+ * stack at each period, the size it learns for this thread's frames,
+ * into a ring of 64 KiB, readable at half of it and taken every 10 ms:
+ * capture/clock.c and sampler.c), and
  * with perf record -g's (a cpu-clock event writing a frame-pointer call
  * chain, woken by watermark) and with perf record --call-graph dwarf's
  * (the same with the registers and 8 KiB of stack instead of the user
@@ -34,8 +36,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define COPY (32 * 1024)
-#define RING_PAGES 64
+#define COPY 2048          /* capture/sampler.c's CLOCK_COPY_MIN, learned */
+#define COPY_RING_PAGES 16 /* capture/clock.c's ring for such copies */
+#define RING_PAGES 64      /* perf's */
+#define DRAIN_MS 10        /* capture/sampler.c's drain ticks at 999 Hz */
 #define REGS_MASK (0x3ffull | (0xffull << 16)) /* as cprof-attach: CP_REGS_PERF_MASK */
 
 static volatile uint64_t sink;
@@ -88,7 +92,7 @@ static void *reader_main(void *arg)
 	struct reader *r = arg;
 	struct pollfd p = {.fd = r->fd, .events = POLLIN};
 	while (!r->stop) {
-		poll(&p, 1, 5);
+		poll(&p, 1, DRAIN_MS);
 		take(r);
 	}
 	take(r);
@@ -102,6 +106,7 @@ static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
 {
 	struct reader r = {.fd = -1};
 	pthread_t thread;
+	size_t pages = 0;
 	*samples = 0;
 	if (kind) {
 		struct perf_event_attr a;
@@ -112,7 +117,7 @@ static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
 		if (kind == 1) {
 			a.config = PERF_COUNT_SW_TASK_CLOCK;
 			a.sample_period = 1000000000ull / hz;
-			a.wakeup_events = 1;
+			a.wakeup_events = 0; /* the watermark: half */
 			a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
 					PERF_SAMPLE_REGS_USER |
 					PERF_SAMPLE_STACK_USER;
@@ -145,7 +150,8 @@ static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
 			perror("perf_event_open");
 			exit(1);
 		}
-		r.meta = mmap(NULL, (RING_PAGES + 1) * 4096,
+		pages = kind == 1 ? COPY_RING_PAGES : RING_PAGES;
+		r.meta = mmap(NULL, (pages + 1) * 4096,
 			      PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
 		if (r.meta == MAP_FAILED) {
 			perror("mmap");
@@ -162,7 +168,7 @@ static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
 		r.stop = 1;
 		pthread_join(thread, NULL);
 		*samples = r.samples;
-		munmap(r.meta, (RING_PAGES + 1) * 4096);
+		munmap(r.meta, (pages + 1) * 4096);
 		close(r.fd);
 	}
 	return t1 - t0;

@@ -107,6 +107,10 @@ struct cp_sampler_stats {
 	 * (a deeper stack than the copy), sampled by stops after.  */
 	uint64_t samples_copied;
 	uint64_t threads_copy_short;
+	/* Copies that fell short of their thread's stack: not recorded,
+	 * their ticks go to the thread's next sample (of a larger copy, or
+	 * a stop's).  */
+	uint64_t copies_short;
 	uint64_t threads_seen;
 	size_t threads_now;
 	uint64_t unwind_errors;   /* snapshots whose pc could not be read */

@@ -36,6 +36,9 @@ struct cp_thread {
 	size_t clock_ring_bytes; /* the ring's mapped size */
 	bool no_copy;         /* copies fell short of its stack: its
 			       * clock stays bare (samples by stops) */
+	uint32_t copy_want;   /* bytes of stack its clock's records should
+			       * copy, as learned from its stack (0: not
+			       * learned, the sampler's first size) */
 	bool selected;        /* sampled (all threads unless -t was given) */
 	bool group_stopped;   /* in a group-stop (SIGSTOP): resumed with LISTEN */
 	bool interrupting;    /* a PTRACE_INTERRUPT of ours is outstanding */

@@ -79,6 +79,10 @@ size_t cp_unwinder_unwind_ended(struct cp_unwinder *uw,
 				const struct cp_snapshot *snap, uint64_t *pcs,
 				size_t max, bool *ended);
 
+/* The stack pointer of the last frame the last unwind reached (0: none):
+ * with *ENDED, how far up the stack its frames go.  */
+uint64_t cp_unwinder_outer_sp(const struct cp_unwinder *uw);
+
 /* The same, but straight through libunwind-ptrace on thread TID, which
  * must be stopped: every memory read is a ptrace call.  Kept to measure
  * the snapshot method against (make bench).  */

@@ -22,10 +22,18 @@
  * takes them at each wake-up.  */
 #define RING_PAGES 2
 
-/* A ring of records with copies holds at least this many (its data is
- * a power of two of pages): the sampler takes them at each wake-up, and
- * one it is slow to take is lost (counted), not written over.  */
-#define COPY_RECORDS 3
+/* A ring of records with copies: its data (a power of two of pages)
+ * holds about COPY_RECORDS of them, at most COPY_RING_MAX bytes of
+ * data, and no fewer than COPY_RECORDS_MIN.  Its thread wakes the
+ * sampler only once half of it is written: a wake-up at every record
+ * cost the sampled thread about 15 us a sample (bench/clockcost.c, issue
+ * 15), and the sampler takes every ring at its own drain ticks anyway
+ * (capture/sampler.c), so that at the usual rates the thread wakes no
+ * one.  Where locked memory is short the ring holds COPY_RECORDS_MIN.
+ * One the sampler is slow to take is lost (counted), not written over.  */
+#define COPY_RECORDS 24
+#define COPY_RECORDS_MIN 4
+#define COPY_RING_MAX (512 * 1024)
 
 /* What a record with a copy adds to the stack bytes: header, pid/tid,
  * time, abi, registers, size, dyn_size.  */
@@ -46,12 +54,14 @@ static size_t page_size(void)
 	return size;
 }
 
-static size_t ring_bytes(uint32_t copy)
+static size_t ring_bytes(uint32_t copy, size_t records)
 {
 	if (!copy)
 		return RING_PAGES * page_size();
+	size_t record = (size_t)copy + COPY_OVERHEAD;
 	size_t data = page_size();
-	while (data < COPY_RECORDS * ((size_t)copy + COPY_OVERHEAD))
+	while (data < records * record &&
+	       (data < COPY_RING_MAX || data < COPY_RECORDS_MIN * record))
 		data *= 2;
 	return page_size() + data;
 }
@@ -67,7 +77,10 @@ static int open_event(struct cp_thread *th, uint64_t period_ns, uint32_t copy)
 	attr.config = PERF_COUNT_SW_TASK_CLOCK;
 	attr.sample_period = period_ns;
 	attr.disabled = 1;
-	attr.wakeup_events = 1; /* readable at every record */
+	/* A bare clock is readable at every record: the thread is due for
+	 * a stop.  One with copies, at half its ring (wakeup_events 0: the
+	 * kernel's watermark, half the data, as perf record's).  */
+	attr.wakeup_events = copy ? 0 : 1;
 	if (copy) {
 		attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
 				   PERF_SAMPLE_REGS_USER |
@@ -105,16 +118,24 @@ int cp_thread_clock_open(struct cp_thread *th, uint64_t period_ns,
 	/* Writable: the kernel then keeps records we have not taken
 	 * instead of writing over them, and counts the ones it could not
 	 * write as lost.  */
-	size_t bytes = ring_bytes(copy);
+	size_t bytes = ring_bytes(copy, COPY_RECORDS);
 	void *ring = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 			  fd, 0);
+	if (ring == MAP_FAILED && copy &&
+	    ring_bytes(copy, COPY_RECORDS_MIN) < bytes) {
+		/* Locked memory is short (perf_event_mlock_kb without
+		 * CAP_IPC_LOCK): the smallest ring.  */
+		bytes = ring_bytes(copy, COPY_RECORDS_MIN);
+		ring = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+			    fd, 0);
+	}
 	if (ring == MAP_FAILED && copy) {
 		/* Locked memory refused (perf_event_mlock_kb, no
 		 * CAP_IPC_LOCK): a bare clock, samples by stops.  */
 		close(fd);
 		copy = 0;
 		fd = open_event(th, period_ns, 0);
-		bytes = ring_bytes(0);
+		bytes = ring_bytes(0, 0);
 		ring = fd < 0 ? MAP_FAILED
 			      : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 				     MAP_SHARED, fd, 0);
@@ -196,6 +217,13 @@ int cp_thread_clock_enable(struct cp_thread *th, bool on)
 		  on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0)
 		return -CP_E_SYS;
 	return 0;
+}
+
+bool cp_thread_clock_unread(const struct cp_thread *th)
+{
+	const struct perf_event_mmap_page *meta = th->clock_ring;
+	return meta && __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) !=
+			       meta->data_tail;
 }
 
 void cp_thread_clock_close(struct cp_thread *th)

@@ -1,7 +1,8 @@
 /* A thread's CPU clock: a perf task-clock event on one thread of the
  * target, counting only the time the thread runs on a CPU and writing a
  * record to a small ring every PERIOD of it.  Its descriptor turns
- * readable (poll, epoll) at each record, so the sampler learns that a
+ * readable (poll, epoll) at each record (a clock with copies: at half
+ * its ring), so the sampler learns that a
  * thread is due for a sample when it is, without reading anything at a
  * tick: a thread waiting for a CPU or asleep costs nothing, and a thread
  * that ran K periods since its last sample says K.  The events are the
@@ -24,7 +25,8 @@
  * thread's registers and COPY bytes of its stack from the stack pointer
  * up, copied by the kernel at the period's end (as perf record
  * --call-graph dwarf takes them), so that the sample needs no stop; the
- * ring then holds a few such records.  Returns its descriptor, or
+ * ring then holds a few dozen such records, and is readable once half
+ * full.  Returns its descriptor, or
  * -CP_E_SYS (errno kept) with TH->no_clock set so that it is not asked
  * again.  A clock with copies refused is opened bare (TH->clock_copy
  * 0).  */
@@ -52,7 +54,22 @@ uint64_t cp_thread_clock_take_samples(
 	void (*fn)(void *arg, const struct cp_perf_sample *sample),
 	void *arg);
 
+/* Whether TH's clock has records not taken yet.  No system call.  */
+bool cp_thread_clock_unread(const struct cp_thread *th);
+
 /* Close TH's clock, if it has one (a thread that goes, a detach).  */
 void cp_thread_clock_close(struct cp_thread *th);
+
+/* A thread that goes takes its clock with it, but records of a clock
+ * with copies wait in its ring for the sampler's next take (half a ring
+ * of them, or a drain tick's worth): the target keeps such a clock,
+ * records and all, instead of closing it.  These are the clocks kept
+ * (*COUNT of them), as the threads' entries were when they went (only
+ * their TID and clock fields hold), for their owner to take; then
+ * cp_target_retired_clocks_close closes them all.  Implemented by the
+ * target (capture/target.c).  */
+struct cp_thread *cp_target_retired_clocks(struct cp_target *target,
+					   size_t *count);
+void cp_target_retired_clocks_close(struct cp_target *target);
 
 #endif

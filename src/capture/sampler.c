@@ -155,13 +155,44 @@ struct cp_sampler {
 	unsigned char *copy_scratch;  /* a record that wrapped the ring */
 	size_t copy_scratch_cap;
 	bool clocks_dirty;            /* a clock to reopen: sync them */
+	/* Clocks with copies wake us at half a ring only: every such
+	 * ring is taken at drain ticks, DRAIN_NS apart.  */
+	size_t copy_clocks;           /* clocks with copies now */
+	uint64_t drain_ns;
+	uint64_t next_drain;
 };
 
-/* The stack each clock record copies: deep enough for the stacks of
- * most programs (perf's --call-graph dwarf copies 8 KB); a thread whose
- * frames go beyond is sampled by stops, which copy up to
+/* The stack each clock record copies at first: deep enough for the
+ * stacks of most programs (perf's --call-graph dwarf copies 8 KiB).  A
+ * copy costs the sampled thread in the kernel at each record (about 5 us
+ * more at 32 KiB than at 4 KiB, bench/clockcost.c), so a thread whose
+ * frames go beyond it gets copies of CLOCK_COPY_MAX, and one whose frames
+ * go beyond that is sampled by stops, which copy up to
  * CP_TARGET_STACK_MAX.  */
-#define CLOCK_COPY (32 * 1024)
+#define CLOCK_COPY_FIRST (8 * 1024)
+#define CLOCK_COPY_MAX (32 * 1024)
+
+/* A thread's copies are sized by its stack: after COPY_LEARN samples
+ * whose frames all fit in the first copies, to half as much again as the
+ * deepest they went (with COPY_SLACK for the outermost frame's own
+ * slots), in steps of COPY_STEP, CLOCK_COPY_MIN at least.  The kernel
+ * writes each copy into the ring, cold in the cache: about 0.5 us a KiB
+ * of the sampled thread's time (bench/clockcost.c: 13.3 us a sample with
+ * 64 bytes, 14.3 with 2 KiB, 18.6 with 8 KiB, against 13.6 for perf
+ * record -g in the same runs).  Copies that fall short later are made
+ * four times as large.  */
+#define CLOCK_COPY_MIN 1024
+#define COPY_STEP 512
+#define COPY_SLACK 128
+#define COPY_LEARN 32
+
+/* Drain ticks: four periods apart, within these bounds.  At most a few
+ * records wait in a ring between two, far from the half ring that would
+ * make the thread wake us (capture/clock.c): the target pays for no
+ * wake-up at 999 Hz, and a stream of samples lags by at most the
+ * upper bound.  */
+#define DRAIN_MIN_NS 10000000ull
+#define DRAIN_MAX_NS 50000000ull
 
 /* Threads whose clocks copy stacks, at most: each ring is about four
  * copies (a 132 KB mapping), locked in memory; threads beyond get bare
@@ -191,6 +222,10 @@ struct acct {
 	 * last known, plus one for each stop of ours since; UINT64_MAX:
 	 * unknown.  */
 	uint64_t voluntary;
+	/* Clock copies: samples that reached the outermost frame while
+	 * its copy size is learned, and the deepest they went, bytes.  */
+	uint32_t copy_seen;
+	uint32_t copy_need;
 };
 
 struct acct_key {
@@ -757,6 +792,8 @@ static int tick(struct cp_sampler *r)
 
 /* ------------------------------------------------------ CPU clocks */
 
+static void clock_copies(struct cp_sampler *r, struct cp_thread *th);
+
 /* Give every selected thread a clock of this sampler's period, in its
  * epoll (counting if the step is on), once the thread table changed
  * (FORCE: whatever it is).  A thread whose clock is refused is looked
@@ -779,12 +816,18 @@ static void clocks_sync(struct cp_sampler *r, bool force)
 		struct cp_thread *th = &threads[i];
 		if (!th->selected)
 			continue;
-		uint32_t copy = r->copy && !th->no_copy ? r->copy : 0;
+		uint32_t copy = 0;
+		if (r->copy && !th->no_copy)
+			copy = th->copy_want ? th->copy_want : r->copy;
 		if (copy && !th->clock_copy && copying >= COPY_THREADS_MAX)
 			copy = 0;
 		if (th->clock_fd >= 0 && (th->clock_period != r->period ||
-					  th->clock_copy != copy))
+					  th->clock_copy != copy)) {
+			/* Its records first: a close drops them.  */
+			if (clocked(r, th) && th->clock_copy)
+				clock_copies(r, th);
 			cp_thread_clock_close(th);
+		}
 		if (th->clock_fd < 0 && !th->no_clock &&
 		    cp_thread_clock_open(th, r->period, copy) >= 0 && copy &&
 		    !th->clock_copy)
@@ -812,6 +855,7 @@ static void clocks_sync(struct cp_sampler *r, bool force)
 			ticking++;
 	}
 	r->tick_threads = ticking;
+	r->copy_clocks = copying;
 	if (clocks > r->stats->threads_clocked)
 		r->stats->threads_clocked = clocks;
 }
@@ -839,10 +883,39 @@ static void clocks_switch(struct cp_sampler *r, bool on)
  * copy fell short.  */
 struct copy_take {
 	struct cp_sampler *r;
+	struct cp_thread *th;
 	pid_t tid;
+	uint32_t copy;      /* bytes its clock copies */
 	uint64_t samples;
+	uint64_t short_copies;
 	bool short_copy;
 };
+
+/* A sample of TH reached its outermost frame NEED bytes above its stack
+ * pointer in the copy of its first size: once COPY_LEARN have, its
+ * copies get the size they need (CLOCK_COPY_MIN at least).  */
+static void learn_copy(struct cp_sampler *r, struct cp_thread *th,
+		       uint64_t need)
+{
+	struct acct *a = acct_of(r, th->tid, true);
+	if (!a)
+		return;
+	if (need > a->copy_need)
+		a->copy_need = need > UINT32_MAX ? UINT32_MAX : (uint32_t)need;
+	if (++a->copy_seen < COPY_LEARN)
+		return;
+	uint64_t want = (uint64_t)a->copy_need + COPY_SLACK;
+	want += want / 2;
+	want = (want + COPY_STEP - 1) / COPY_STEP * COPY_STEP;
+	if (want < CLOCK_COPY_MIN)
+		want = CLOCK_COPY_MIN;
+	if (want > th->clock_copy)
+		want = th->clock_copy;
+	th->copy_want = (uint32_t)want;
+
+	if (want != th->clock_copy)
+		r->clocks_dirty = true;
+}
 
 /* Unwind and record the copy of one clock record: a sample of the
  * thread at the period's end, taken by the kernel without a stop.  */
@@ -866,25 +939,29 @@ static void on_copy(void *arg, const struct cp_perf_sample *smp)
 	bool ended;
 	size_t npcs = cp_unwinder_unwind_ended(r->unwinder, &snap, r->pcs, max,
 					       &ended);
-	c->samples++;
 	if (npcs == 0) {
+		c->samples++;
 		r->stats->unwind_errors++;
 		return;
 	}
-	uint32_t outer = UINT32_MAX;
 	/* The copy was full and the frames stop short of the outermost:
-	 * the stack goes on beyond the copy.  This sample says so; the
-	 * thread is sampled by stops from now on.  */
-	if (!ended && npcs < max && smp->stack_len >= r->copy) {
-		outer = truncated_location(r);
-		r->stats->samples_truncated++;
+	 * the stack goes on beyond the copy.  Not recorded: its period goes
+	 * to the thread's next sample, of a larger copy (or a stop's, past
+	 * the largest), which shows the whole stack.  */
+	if (!ended && npcs < max && smp->stack_len >= c->copy) {
+		c->short_copies++;
 		c->short_copy = true;
+		return;
 	}
+	c->samples++;
+	if (ended && !c->th->copy_want)
+		learn_copy(r, c->th, cp_unwinder_outer_sp(r->unwinder) -
+					     snap.stack_addr);
 	r->stats->samples_copied++;
 	if (!cp_profile_thread_name(r->profile, c->tid))
 		name_thread(r, c->tid);
 	uint64_t t_ns = smp->time_ns > r->start ? smp->time_ns - r->start : 0;
-	if (record(r, c->tid, t_ns, npcs, outer, NULL) < 0)
+	if (record(r, c->tid, t_ns, npcs, UINT32_MAX, NULL) < 0)
 		r->error = -CP_E_NOMEM;
 }
 
@@ -893,24 +970,67 @@ static void on_copy(void *arg, const struct cp_perf_sample *smp)
  * user registers) weigh on the thread's next sample.  */
 static void clock_copies(struct cp_sampler *r, struct cp_thread *th)
 {
-	struct copy_take c = {.r = r, .tid = th->tid};
+	struct copy_take c = {
+		.r = r, .th = th, .tid = th->tid, .copy = th->clock_copy};
 	uint64_t periods = cp_thread_clock_take_samples(
 		th, &r->copy_scratch, &r->copy_scratch_cap, on_copy, &c);
 	r->stats->ticks_scheduled += periods;
-	if (periods > c.samples) {
-		r->stats->ticks_missed += periods - c.samples;
+	r->stats->copies_short += c.short_copies;
+	/* Periods without a sample: lost records (missed ticks), and copies
+	 * that fell short (taken, their weight moved on).  */
+	uint64_t owe = periods > c.samples ? periods - c.samples : 0;
+	if (owe > c.short_copies)
+		r->stats->ticks_missed += owe - c.short_copies;
+	if (owe) {
 		struct acct *a = acct_of(r, th->tid, true);
 		if (a) {
-			uint64_t owed = (uint64_t)a->owed + periods - c.samples;
+			uint64_t owed = (uint64_t)a->owed + owe;
 			a->owed = owed > UINT32_MAX ? UINT32_MAX
 						    : (uint32_t)owed;
 		}
 	}
-	if (c.short_copy && !th->no_copy) {
+	if (!c.short_copy)
+		return;
+	if (c.copy < CLOCK_COPY_MAX) {
+		uint32_t want = c.copy * 4 < CLOCK_COPY_MAX ? c.copy * 4
+							    : CLOCK_COPY_MAX;
+		if (want > th->copy_want) {
+			th->copy_want = want;
+			r->clocks_dirty = true;
+		}
+	} else if (!th->no_copy) {
 		th->no_copy = true;
 		r->stats->threads_copy_short++;
 		r->clocks_dirty = true;
 	}
+}
+
+/* Take the copies of the clocks of threads gone (capture/clock.h), then
+ * close those clocks.  */
+static void retired_take(struct cp_sampler *r)
+{
+	size_t n;
+	struct cp_thread *gone = cp_target_retired_clocks(r->target, &n);
+	if (!n)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (gone[i].clock_owner == r->serial && gone[i].clock_copy)
+			clock_copies(r, &gone[i]);
+	cp_target_retired_clocks_close(r->target);
+}
+
+/* Take every clock's copies now (a drain tick, the step's end, an
+ * exec), those of threads gone included.  */
+static void clocks_drain(struct cp_sampler *r)
+{
+	if (r->ep_fd < 0)
+		return;
+	size_t n;
+	struct cp_thread *threads = cp_target_threads(r->target, &n);
+	for (size_t i = 0; i < n; i++)
+		if (clocked(r, &threads[i]) && threads[i].clock_copy)
+			clock_copies(r, &threads[i]);
+	retired_take(r);
 }
 
 static void clock_due(struct cp_sampler *r, pid_t tid, size_t *count)
@@ -1014,7 +1134,7 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	 * refused).  */
 	const char *stops = getenv("CPROF_CLOCK_STOPS");
 	if (o->unwind_mode == CP_UNWIND_SNAPSHOT && !(stops && *stops))
-		r->copy = CLOCK_COPY;
+		r->copy = CLOCK_COPY_FIRST;
 	if (r->ep_fd >= 0) {
 		static uint32_t serials;
 		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
@@ -1047,6 +1167,11 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 	 * looked — all but one of those are missed ticks, skipped rather
 	 * than made up in a burst.  */
 	r->period = 1000000000ull / (o->frequency ? o->frequency : 1);
+	r->drain_ns = 4 * r->period;
+	if (r->drain_ns < DRAIN_MIN_NS)
+		r->drain_ns = DRAIN_MIN_NS;
+	if (r->drain_ns > DRAIN_MAX_NS)
+		r->drain_ns = DRAIN_MAX_NS;
 	cpu_set_t allowed;
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	r->cpus = online > 0 ? (size_t)online : 1;
@@ -1088,6 +1213,7 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 		deadline = until_ns;
 	clocks_sync(r, true);
 	clocks_switch(r, true);
+	r->next_drain = now_ns() + r->drain_ns;
 	for (;;) {
 		if ((stop && *stop) || (o->stop && *o->stop)) {
 			stats->interrupted = true;
@@ -1098,7 +1224,12 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			rc = serve(r, true, 0, SIZE_MAX);
 			if (rc < 0)
 				break;
+			/* Threads gone: the copies they left.  */
+			retired_take(r);
 			if (cp_target_take_exec(r->target)) {
+				/* The copies still in the rings are of the
+				 * old image: unwound before it is dropped.  */
+				clocks_drain(r);
 				/* An epoch change, told once to the address
 				 * space: the unwinder, the resolver and the
 				 * blocked table each drop what they cached of
@@ -1144,6 +1275,9 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			wake = deadline;
 		if (o->progress && r->next_progress < wake)
 			wake = r->next_progress;
+		bool draining = r->ep_fd >= 0 && r->copy_clocks > 0;
+		if (draining && r->next_drain < wake)
+			wake = r->next_drain;
 		struct timespec timeout = {0, 0};
 		if (wake > now) {
 			uint64_t rel = wake - now;
@@ -1186,6 +1320,10 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			r->events = true;
 		}
 		uint64_t woke = now_ns();
+		if (draining && woke >= r->next_drain) {
+			clocks_drain(r);
+			r->next_drain = woke + r->drain_ns;
+		}
 		if (r->error) {
 			rc = r->error; /* a copy's sample not recorded */
 			break;
@@ -1239,8 +1377,13 @@ int cp_sampler_step(struct cp_sampler *r, uint64_t until_ns,
 			if (cp_profile_thread_name(r->profile, threads[i].tid))
 				name_thread(r, threads[i].tid);
 	}
-	fill_live_stats(r, r->start);
 	clocks_switch(r, false);
+	/* The copies still in the rings: a step's samples are all in when
+	 * it returns.  */
+	clocks_drain(r);
+	if (rc == 0 && r->ep_fd >= 0)
+		rc = serve(r, false, 0, 1);
+	fill_live_stats(r, r->start);
 	/* Drop a SIGCHLD still pending from the tracees, so restoring the
 	 * mask does not deliver it to a caller that does not expect it (the
 	 * next step serves whatever the tracees reported meanwhile).  */

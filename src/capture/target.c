@@ -71,6 +71,9 @@ struct cp_target {
 	 * names one of them late does not make us wait for it.  */
 	pid_t *released;
 	size_t nreleased, released_cap;
+	/* Clocks of threads gone with records still to take (clock.h).  */
+	struct cp_thread *retired;
+	size_t nretired, retired_cap;
 };
 
 static unsigned long ptrace_options(const struct cp_target *t)
@@ -136,6 +139,48 @@ static struct cp_thread *add_thread(struct cp_target *t, pid_t tid,
 	return th;
 }
 
+/* TH's clock goes: closed, or kept for its owner with the records it
+ * has not taken (cp_target_retired_clocks).  */
+static void retire_clock(struct cp_target *t, struct cp_thread *th)
+{
+	if (th->clock_owner && th->clock_copy && cp_thread_clock_unread(th)) {
+		if (t->nretired == t->retired_cap) {
+			size_t cap = t->retired_cap ? 2 * t->retired_cap : 8;
+			struct cp_thread *grown =
+				realloc(t->retired, cap * sizeof(*grown));
+			if (grown) {
+				t->retired = grown;
+				t->retired_cap = cap;
+			}
+		}
+		if (t->nretired < t->retired_cap) {
+			struct cp_thread *kept = &t->retired[t->nretired++];
+			*kept = *th;
+			kept->stat_fd = kept->run_fd = -1;
+			th->clock_fd = -1;
+			th->clock_ring = NULL;
+			th->clock_owner = 0;
+			th->clock_copy = 0;
+			return;
+		}
+	}
+	cp_thread_clock_close(th);
+}
+
+struct cp_thread *cp_target_retired_clocks(struct cp_target *target,
+					   size_t *count)
+{
+	*count = target->nretired;
+	return target->retired;
+}
+
+void cp_target_retired_clocks_close(struct cp_target *target)
+{
+	for (size_t i = 0; i < target->nretired; i++)
+		cp_thread_clock_close(&target->retired[i]);
+	target->nretired = 0;
+}
+
 static void remove_thread(struct cp_target *t, struct cp_thread *th)
 {
 	size_t i = (size_t)(th - t->threads);
@@ -143,7 +188,7 @@ static void remove_thread(struct cp_target *t, struct cp_thread *th)
 		close(th->stat_fd);
 	if (th->run_fd >= 0)
 		close(th->run_fd);
-	cp_thread_clock_close(th);
+	retire_clock(t, th);
 	t->threads[i] = t->threads[t->nthreads - 1];
 	t->bounds[i] = t->bounds[t->nthreads - 1];
 	t->nthreads--;
@@ -165,6 +210,8 @@ static void free_target(struct cp_target *t)
 			close(t->threads[i].run_fd);
 		cp_thread_clock_close(&t->threads[i]);
 	}
+	cp_target_retired_clocks_close(t);
+	free(t->retired);
 	free(t->threads);
 	free(t->bounds);
 	free(t->forks);
@@ -532,7 +579,7 @@ static enum disposition dispatch(struct cp_target *t, pid_t tid, int status)
 			/* The leader's entry is the exec'ing thread's now:
 			 * the CPU clock it has counts the old leader, gone
 			 * (the sampler opens one for the thread).  */
-			cp_thread_clock_close(th);
+			retire_clock(t, th);
 		}
 		if (th->vfork_child) {
 			/* It has its own memory now, without our bytes.  */

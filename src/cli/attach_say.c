@@ -242,8 +242,11 @@ void summary(const struct options *o, const struct cp_sampler_stats *s,
 		message("on-CPU selection: the CPU clocks (perf task-clock) of %" PRIu64 " thread%s; a thread is sampled when it has run a period",
 			s->threads_clocked, s->threads_clocked == 1 ? "" : "s");
 	if (o->verbose && !o->wall && (s->samples_copied || s->threads_copy_short))
-		message("%" PRIu64 " samples without a stop, from the registers and stack the kernel copied at the period's end; %" PRIu64 " thread%s with a deeper stack than the copy sampled by stops",
-			s->samples_copied, s->threads_copy_short,
+		message("%" PRIu64 " samples without a stop, from the registers and stack the kernel copied at the period's end; %" PRIu64 " cop%s short of the stack (%s ticks went to the thread's next sample, of a larger copy); %" PRIu64 " thread%s with a deeper stack than the copy sampled by stops",
+			s->samples_copied, s->copies_short,
+			s->copies_short == 1 ? "y" : "ies",
+			s->copies_short == 1 ? "its" : "their",
+			s->threads_copy_short,
 			s->threads_copy_short == 1 ? "" : "s");
 	if (o->verbose && !o->wall)
 		message("%" PRIu64 " ticks found a thread runnable but not "

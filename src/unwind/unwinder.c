@@ -80,6 +80,8 @@ struct cp_unwinder {
 	uint64_t popped_at[POPPED_MAX], popped_val[POPPED_MAX];
 	size_t npopped;
 	bool popped_found;              /* this walk has looked for them */
+	uint64_t outer_sp;              /* the last walk's last frame's
+					 * stack pointer */
 	bool walk_rules;                /* the walk running uses RULES */
 	struct cp_unwinder_rules_stats stats;
 	uint64_t *check_pcs;            /* CP_UNWIND_RULES_CHECK: the */
@@ -945,6 +947,7 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 	unw_cursor_t cursor;
 	size_t n = 0;
 	memset(end, 0, sizeof(*end));
+	uw->outer_sp = 0;
 	/* Frames are stepped with our rules while FAST, and the cursor is
 	 * made only when libunwind must step one.  */
 	struct fast_regs fr;
@@ -975,6 +978,7 @@ static size_t walk(struct cp_unwinder *uw, unw_addr_space_t as, void *arg,
 		}
 		uint64_t pc = exact ? ip : ip - 1;
 		pcs[n++] = pc | tag;
+		uw->outer_sp = sp;
 		if (returned)
 			rets[nrets++ % CP_NOCFI_BELOW] = pc + 1;
 		if (fast) {
@@ -1242,6 +1246,11 @@ size_t cp_unwinder_unwind_ended(struct cp_unwinder *uw,
 	check_result(uw, &st,
 		     m == n && memcmp(fast_pcs, pcs, n * sizeof(*pcs)) == 0);
 	return m;
+}
+
+uint64_t cp_unwinder_outer_sp(const struct cp_unwinder *uw)
+{
+	return uw->outer_sp;
 }
 
 static void *upt_for_tid(struct cp_unwinder *uw, pid_t tid)
