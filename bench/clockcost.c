@@ -3,7 +3,7 @@
  * goal 4).  A fixed amount of work at stack depth 30 is timed by the
  * thread's own CPU clock (CLOCK_THREAD_CPUTIME_ID: time on a CPU, not
  * time waiting for one) with no event, with cprof-attach's CPU clock (a
- * task-clock event on the thread writing its registers and 2 KiB of its
+ * task-clock event on the thread writing its registers and 1.25 KiB of its
  * stack at each period, the size it learns for this thread's frames,
  * into a ring of 64 KiB, readable at half of it and taken every 10 ms:
  * capture/clock.c and sampler.c), and
@@ -16,16 +16,27 @@
  * median samples; at another rate the slowdown is that cost times the
  * rate.
  *
- *   clockcost HZ REPS WORK
+ * Those are the tools' events as this program opens them.  Given the
+ * path of cprof-attach, it runs the tools themselves on itself instead
+ * ("attach": cprof-attach -F HZ; "perfrecord": perf record -g -F HZ -p),
+ * started before the work and ended with SIGTERM after it, the samples
+ * read from what each says at its end: whatever else a tool does to the
+ * thread (cprof-attach's ptrace seize and its stops, if any) counts too.
+ *
+ *   clockcost HZ REPS WORK_MS [CPROF_ATTACH]
  *
  * prints "none_ns N", "cprof_ns N", "cprof_samples N", "cprof_us_per_sample
- * X", the same for perf and perfdwarf, and NAME_pct_at_99 X for each.  */
+ * X", the same for perf and perfdwarf (or attach and perfrecord), and
+ * NAME_pct_at_99 X for each.  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <fcntl.h>
 #include <linux/perf_event.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +44,11 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#define COPY 2048          /* capture/sampler.c's CLOCK_COPY_MIN, learned */
+#define COPY 1280          /* what capture/sampler.c learns for work_at */
 #define COPY_RING_PAGES 16 /* capture/clock.c's ring for such copies */
 #define RING_PAGES 64      /* perf's */
 #define DRAIN_MS 10        /* capture/sampler.c's drain ticks at 999 Hz */
@@ -174,6 +186,96 @@ static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
 	return t1 - t0;
 }
 
+/* Whether this process is traced (cprof-attach has seized it).  */
+static bool traced(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	bool yes = false;
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "TracerPid:", 10) == 0)
+			yes = atoi(line + 10) != 0;
+	if (f)
+		fclose(f);
+	return yes;
+}
+
+/* One run of N loops with the tool itself on this process (KIND 4
+ * cprof-attach at ATTACH, 5 perf record -g); its CPU time, and the
+ * samples the tool says it took in *SAMPLES.  Exits on failure.  */
+static uint64_t run_tool(int kind, const char *attach, unsigned hz,
+			 uint64_t n, uint64_t *samples)
+{
+	char pid[16], freq[16], data[64];
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	snprintf(freq, sizeof(freq), "%u", hz);
+	snprintf(data, sizeof(data), "/tmp/clockcost-%d.data", (int)getpid());
+	int err[2];
+	if (pipe(err) < 0) {
+		perror("pipe");
+		exit(1);
+	}
+	pid_t tool = fork();
+	if (tool == 0) {
+		dup2(err[1], 2);
+		close(err[0]);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		if (kind == 4)
+			execl(attach, attach, "-v", "-F", freq, "-o", "/dev/null",
+			      pid, (char *)NULL);
+		else
+			execlp("perf", "perf", "record", "-g", "-F", freq, "-p",
+			       pid, "-o", data, (char *)NULL);
+		_exit(127);
+	}
+	close(err[1]);
+	/* Started: cprof-attach seizes the process, then opens the clocks
+	 * (give it a moment); perf record opens its events without a sign
+	 * this process could see.  */
+	struct timespec pause = {0, 20000000};
+	for (int i = 0; kind == 4 && !traced() && i < 500; i++)
+		nanosleep(&pause, NULL);
+	pause.tv_nsec = 0;
+	pause.tv_sec = 1;
+	nanosleep(&pause, NULL);
+	uint64_t t0 = thread_cpu_ns();
+	sink += work_at(30, n);
+	uint64_t t1 = thread_cpu_ns();
+	kill(tool, SIGTERM);
+	static char out[16384]; /* not on the stack: see main */
+	size_t len = 0;
+	ssize_t got;
+	while ((got = read(err[0], out + len, sizeof(out) - 1 - len)) > 0)
+		len += (size_t)got;
+	out[len] = '\0';
+	close(err[0]);
+	int status;
+	waitpid(tool, &status, 0);
+	unlink(data);
+	const char *at = kind == 4 ? strstr(out, "cprof-attach: ")
+				   : strstr(out, "samples)");
+	*samples = 0;
+	if (kind == 4) {
+		for (; at; at = strstr(at + 1, "cprof-attach: "))
+			if (strstr(at, " samples from ") &&
+			    strstr(at, " samples from ") < strchr(at, '\n')) {
+				*samples = strtoull(at + 14, NULL, 10);
+				break;
+			}
+	} else if (at) {
+		while (at > out && at[-1] != '(')
+			at--;
+		*samples = strtoull(at, NULL, 10);
+	}
+	if (!*samples) {
+		fprintf(stderr, "clockcost: %s took no sample: %s\n",
+			kind == 4 ? attach : "perf record", out);
+		exit(1);
+	}
+	return t1 - t0;
+}
+
 static int by_value(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -188,10 +290,16 @@ static uint64_t median(uint64_t *v, int n)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: clockcost HZ REPS WORK_MS\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr,
+			"usage: clockcost HZ REPS WORK_MS [CPROF_ATTACH]\n");
 		return 2;
 	}
+	const char *attach = argc == 5 ? argv[4] : NULL;
+	/* The events, or the tools.  */
+	const int events[] = {0, 1, 2, 3}, tools[] = {0, 4, 5};
+	const int *kind_of = attach ? tools : events;
+	int kinds = attach ? 3 : 4;
 	unsigned hz = (unsigned)atoi(argv[1]);
 	int reps = atoi(argv[2]);
 	double work_ms = atof(argv[3]);
@@ -205,16 +313,23 @@ int main(int argc, char **argv)
 	while ((ns = run(0, hz, n, &dummy)) < 20000000ull)
 		n *= 2;
 	n = (uint64_t)((double)n * work_ms * 1e6 / (double)ns);
-	uint64_t cpu[4][99], smp[4][99];
+	/* Static: a frame of main this large would be copied with every
+	 * sample (cprof-attach sizes its copies by the frames it finds).  */
+	static uint64_t cpu[6][99], smp[6][99];
 	for (int i = 0; i < reps; i++)
-		for (int k = 0; k < 4; k++) {
-			int kind = (k + i) % 4; /* rotated */
-			cpu[kind][i] = run(kind, hz, n, &smp[kind][i]);
+		for (int k = 0; k < kinds; k++) {
+			int kind = kind_of[(k + i) % kinds]; /* rotated */
+			cpu[kind][i] = kind >= 4 ? run_tool(kind, attach, hz, n,
+							    &smp[kind][i])
+						 : run(kind, hz, n,
+						       &smp[kind][i]);
 		}
-	const char *names[4] = {"none", "cprof", "perf", "perfdwarf"};
+	const char *names[6] = {"none",      "cprof",  "perf",
+				"perfdwarf", "attach", "perfrecord"};
 	uint64_t base = median(cpu[0], reps);
 	printf("none_ns %llu\n", (unsigned long long)base);
-	for (int k = 1; k < 4; k++) {
+	for (int j = 1; j < kinds; j++) {
+		int k = kind_of[j];
 		uint64_t c = median(cpu[k], reps), s = median(smp[k], reps);
 		double per = s ? ((double)c - (double)base) / (double)s / 1e3
 			       : 0.0;

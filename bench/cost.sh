@@ -43,6 +43,7 @@ Environment (defaults in brackets; QUICK=1 gives a ~3 minute look):
   SLOW_REPS [5]      repetitions of the slowdown runs
   CHURN_SECONDS [20] length of the stackchurn run
   CLOCKCOST_HZ [10000] rate of bench/clockcost.c's samples (goal 4)
+  CLOCKCOST_TOOL_REPS [7] repetitions of clockcost with the tools themselves (goal 4)
   CONFIGS [goal's]   sampling configurations: d30 d30busy b1 b2 b8 w64 w256,
                      also c999 c99 (chain-O0) m999 w99 (8 busy + 64 sleeping)
   EXTRA [none]       more cprof-attach options for the sampling runs
@@ -73,6 +74,7 @@ WORK_SECONDS=${WORK_SECONDS:-$d_work}
 SLOW_REPS=${SLOW_REPS:-$d_slow}
 CHURN_SECONDS=${CHURN_SECONDS:-$d_churn}
 CLOCKCOST_HZ=${CLOCKCOST_HZ:-10000}
+CLOCKCOST_TOOL_REPS=${CLOCKCOST_TOOL_REPS:-7}
 OUT=${OUT:-$BUILD/bench/cost}
 CC=${CC:-gcc}
 FAILURES=0
@@ -514,7 +516,10 @@ slowdown_runs() {
 # registers and stack copied at each period), with perf record -g's (a
 # call chain) and with perf record --call-graph dwarf's (registers and
 # 8 KiB of stack), at CLOCKCOST_HZ, interleaved; the difference over the
-# samples, times 99 or 999, is the slowdown at that rate.
+# samples, times 99 or 999, is the slowdown at that rate.  Then the tools
+# themselves on it at 999 Hz (cprof-attach -F, perf record -g -F): what
+# each costs the thread in all, with the events as the tool opens them
+# and its other doings (cprof-attach's seize) included.
 clockcost_runs() {
 	local line
 	if "$B/clockcost" "$CLOCKCOST_HZ" 9 300 >"$TMP/clockcost.out" 2>"$TMP/clockcost.err"; then
@@ -524,13 +529,21 @@ clockcost_runs() {
 	else
 		note_failure "bench/clockcost.c: $(tail -n1 "$TMP/clockcost.err")"
 	fi
+	if "$B/clockcost" 999 "$CLOCKCOST_TOOL_REPS" 2000 "$BUILD/cprof-attach" \
+		>"$TMP/clocktools.out" 2>"$TMP/clockcost.err"; then
+		while read -r line; do
+			record "clocktools.${line% *}" "${line#* }"
+		done <"$TMP/clocktools.out"
+	else
+		note_failure "bench/clockcost.c with the tools: $(tail -n1 "$TMP/clockcost.err")"
+	fi
 }
 if [[ " $GOALS " == *" 4 "* ]]; then
 	echo
 	echo "-- slowdown: $SLOW_REPS interleaved repetitions (load $(cut -d' ' -f1-3 /proc/loadavg))"
 	slowdown_runs
 	if [[ $HAVE_CLOCKCOST == 1 ]]; then
-		echo "   the target's CPU per sample: bench/clockcost $CLOCKCOST_HZ 9 300"
+		echo "   the target's CPU per sample: bench/clockcost $CLOCKCOST_HZ 9 300, then 999 $CLOCKCOST_TOOL_REPS 2000 cprof-attach"
 		clockcost_runs
 	fi
 	echo "   done in $SECONDS s"

@@ -403,6 +403,24 @@ if "clockcost.cprof_us_per_sample" in values:
             (lambda v, rt, ref=ref: met(v, "<=", max(ref, 0.0))) if hz == 999 else
             (lambda v, rt: met(v, "<=", 0.5)))
 
+if "clocktools.attach_us_per_sample" in values:
+    # The same count with the tools themselves on the thread at 999 Hz:
+    # cprof-attach -F 999 against perf record -g -F 999.
+    ref = V("clocktools.perfrecord_us_per_sample")
+    row("4", "target CPU us/sample, cprof-attach -F 999 itself (clockcost, %d samples)"
+        % V("clocktools.attach_samples"),
+        lambda b: V("clocktools.attach_us_per_sample"),
+        "perf record -g " + f(ref, "%.2f"), ref if ref > 0.005 else None, "%.2f", "-",
+        lambda v, rt: "-")
+    for hz in (999, 99):
+        ref = V("clocktools.perfrecord_us_per_sample") * hz / 1e4
+        row("4", "  slowdown %% at %d Hz from it" % hz,
+            lambda b, hz=hz: V("clocktools.attach_us_per_sample") * hz / 1e4,
+            "perf -g %s%%" % f(ref, "%.3f"), ref if ref > 0.0005 else None, "%.3f",
+            "<= perf" if hz == 999 else "<= 0.5 %",
+            (lambda v, rt, ref=ref: met(v, "<=", max(ref, 0.0))) if hz == 999 else
+            (lambda v, rt: met(v, "<=", 0.5)))
+
 # 5. memory
 if any(k.startswith("rss_start.") for k in values):
     row("5", "worker VmRSS after 5 s at 99 Hz, MB (rss_start.sh, workload)",

@@ -172,18 +172,19 @@ struct cp_sampler {
 #define CLOCK_COPY_FIRST (8 * 1024)
 #define CLOCK_COPY_MAX (32 * 1024)
 
-/* A thread's copies are sized by its stack: after COPY_LEARN samples
- * whose frames all fit in the first copies, to half as much again as the
- * deepest they went (with COPY_SLACK for the outermost frame's own
- * slots), in steps of COPY_STEP, CLOCK_COPY_MIN at least.  The kernel
- * writes each copy into the ring, cold in the cache: about 0.5 us a KiB
- * of the sampled thread's time (bench/clockcost.c: 13.3 us a sample with
- * 64 bytes, 14.3 with 2 KiB, 18.6 with 8 KiB, against 13.6 for perf
- * record -g in the same runs).  Copies that fall short later are made
- * four times as large.  */
+/* A thread's copies are sized by its stack: after COPY_LEARN samples at
+ * a size whose frames all fit, to a quarter again as much as the deepest
+ * any went, and COPY_SLACK more (the outermost frame's own slots), in
+ * steps of COPY_STEP, CLOCK_COPY_MIN at least, and twice the largest
+ * size that fell short at least.  The kernel writes each copy into the
+ * ring, cold in the cache: about 0.5 us a KiB of the sampled thread's
+ * time (bench/clockcost.c: 13.3 us a sample with 64 bytes, 14.3 with 2
+ * KiB, 18.6 with 8 KiB, against 13.6 for perf record -g in the same
+ * runs).  Copies that fall short are made four times as large (up to
+ * CLOCK_COPY_MAX), then sized again.  */
 #define CLOCK_COPY_MIN 1024
-#define COPY_STEP 512
-#define COPY_SLACK 128
+#define COPY_STEP 256
+#define COPY_SLACK 256
 #define COPY_LEARN 32
 
 /* Drain ticks: four periods apart, within these bounds.  At most a few
@@ -222,10 +223,14 @@ struct acct {
 	 * last known, plus one for each stop of ours since; UINT64_MAX:
 	 * unknown.  */
 	uint64_t voluntary;
-	/* Clock copies: samples that reached the outermost frame while
-	 * its copy size is learned, and the deepest they went, bytes.  */
+	/* Clock copies: the size whose samples are counted (COPY_SIZE),
+	 * those that reached the outermost frame at it (UINT32_MAX: its
+	 * size is learned), the deepest any went, bytes, and the largest
+	 * size that fell short.  */
+	uint32_t copy_size;
 	uint32_t copy_seen;
 	uint32_t copy_need;
+	uint32_t copy_floor;
 };
 
 struct acct_key {
@@ -886,35 +891,54 @@ struct copy_take {
 	struct cp_thread *th;
 	pid_t tid;
 	uint32_t copy;      /* bytes its clock copies */
+	bool learned;       /* that size is learned */
 	uint64_t samples;
 	uint64_t short_copies;
 	bool short_copy;
 };
 
-/* A sample of TH reached its outermost frame NEED bytes above its stack
- * pointer in the copy of its first size: once COPY_LEARN have, its
- * copies get the size they need (CLOCK_COPY_MIN at least).  */
-static void learn_copy(struct cp_sampler *r, struct cp_thread *th,
+/* Whether TH's copies have been sized at the size they are.  */
+static bool copy_learned(struct cp_sampler *r, const struct cp_thread *th)
+{
+	const struct acct *a = acct_of(r, th->tid, false);
+	return a && a->copy_size == th->clock_copy &&
+	       a->copy_seen == UINT32_MAX;
+}
+
+/* A sample of TH needed NEED bytes of its stack in a copy of the size it
+ * has (capture/clock.h): once COPY_LEARN have, its
+ * copies get the size they need (CLOCK_COPY_MIN at least, twice the
+ * largest that fell short at least, never larger than now).  True once
+ * the size is learned.  */
+static bool learn_copy(struct cp_sampler *r, struct cp_thread *th,
 		       uint64_t need)
 {
 	struct acct *a = acct_of(r, th->tid, true);
 	if (!a)
-		return;
+		return true;
 	if (need > a->copy_need)
 		a->copy_need = need > UINT32_MAX ? UINT32_MAX : (uint32_t)need;
+	if (a->copy_size != th->clock_copy) {
+		a->copy_size = th->clock_copy;
+		a->copy_seen = 0;
+	}
+	if (a->copy_seen == UINT32_MAX)
+		return true;
 	if (++a->copy_seen < COPY_LEARN)
-		return;
-	uint64_t want = (uint64_t)a->copy_need + COPY_SLACK;
-	want += want / 2;
+		return false;
+	a->copy_seen = UINT32_MAX;
+	uint64_t want = (uint64_t)a->copy_need;
+	want += want / 4 + COPY_SLACK;
 	want = (want + COPY_STEP - 1) / COPY_STEP * COPY_STEP;
 	if (want < CLOCK_COPY_MIN)
 		want = CLOCK_COPY_MIN;
-	if (want > th->clock_copy)
-		want = th->clock_copy;
-	th->copy_want = (uint32_t)want;
-
-	if (want != th->clock_copy)
+	if (want < 2 * (uint64_t)a->copy_floor)
+		want = 2 * (uint64_t)a->copy_floor;
+	if (want < th->clock_copy) {
+		th->copy_want = (uint32_t)want;
 		r->clocks_dirty = true;
+	}
+	return true;
 }
 
 /* Unwind and record the copy of one clock record: a sample of the
@@ -954,9 +978,16 @@ static void on_copy(void *arg, const struct cp_perf_sample *smp)
 		return;
 	}
 	c->samples++;
-	if (ended && !c->th->copy_want)
-		learn_copy(r, c->th, cp_unwinder_outer_sp(r->unwinder) -
-					     snap.stack_addr);
+	/* What the copy needs: up to the outermost frame; or, where the
+	 * kernel copied less than asked and the frames go on (a page of the
+	 * stack between them never touched: the kernel copies no further),
+	 * what it copied.  */
+	if (!c->learned && (ended || smp->stack_len < c->copy))
+		c->learned = learn_copy(
+			r, c->th,
+			ended ? cp_unwinder_outer_sp(r->unwinder) -
+					snap.stack_addr
+			      : smp->stack_len);
 	r->stats->samples_copied++;
 	if (!cp_profile_thread_name(r->profile, c->tid))
 		name_thread(r, c->tid);
@@ -971,7 +1002,8 @@ static void on_copy(void *arg, const struct cp_perf_sample *smp)
 static void clock_copies(struct cp_sampler *r, struct cp_thread *th)
 {
 	struct copy_take c = {
-		.r = r, .th = th, .tid = th->tid, .copy = th->clock_copy};
+		.r = r, .th = th, .tid = th->tid, .copy = th->clock_copy,
+		.learned = copy_learned(r, th)};
 	uint64_t periods = cp_thread_clock_take_samples(
 		th, &r->copy_scratch, &r->copy_scratch_cap, on_copy, &c);
 	r->stats->ticks_scheduled += periods;
@@ -994,6 +1026,9 @@ static void clock_copies(struct cp_sampler *r, struct cp_thread *th)
 	if (c.copy < CLOCK_COPY_MAX) {
 		uint32_t want = c.copy * 4 < CLOCK_COPY_MAX ? c.copy * 4
 							    : CLOCK_COPY_MAX;
+		struct acct *a = acct_of(r, th->tid, true);
+		if (a && c.copy > a->copy_floor)
+			a->copy_floor = c.copy;
 		if (want > th->copy_want) {
 			th->copy_want = want;
 			r->clocks_dirty = true;
