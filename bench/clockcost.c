@@ -51,7 +51,10 @@
 #define COPY 1280          /* what capture/sampler.c learns for work_at */
 #define COPY_RING_PAGES 16 /* capture/clock.c's ring for such copies */
 #define RING_PAGES 64      /* perf's */
-#define DRAIN_MS 10        /* capture/sampler.c's drain ticks at 999 Hz */
+/* capture/sampler.c's drain ticks come 10 ms apart at 999 Hz: about 10
+ * records each, far from the half ring that wakes it.  The reader of
+ * cprof's clock takes as many at each of its own, whatever HZ.  */
+#define DRAIN_RECORDS 10
 #define REGS_MASK (0x3ffull | (0xffull << 16)) /* as cprof-attach: CP_REGS_PERF_MASK */
 
 static volatile uint64_t sink;
@@ -75,6 +78,8 @@ static uint64_t thread_cpu_ns(void)
 }
 
 struct reader {
+	int drain_ms;       /* its own ticks; 0: the watermark's wake-ups
+			     * (as perf record's) */
 	int fd;
 	struct perf_event_mmap_page *meta;
 	volatile int stop;
@@ -104,7 +109,7 @@ static void *reader_main(void *arg)
 	struct reader *r = arg;
 	struct pollfd p = {.fd = r->fd, .events = POLLIN};
 	while (!r->stop) {
-		poll(&p, 1, DRAIN_MS);
+		poll(&p, 1, r->drain_ms ? r->drain_ms : 100);
 		take(r);
 	}
 	take(r);
@@ -119,6 +124,11 @@ static uint64_t run(int kind, unsigned hz, uint64_t n, uint64_t *samples)
 	struct reader r = {.fd = -1};
 	pthread_t thread;
 	size_t pages = 0;
+	if (kind == 1) {
+		r.drain_ms = (int)(DRAIN_RECORDS * 1000 / hz);
+		if (r.drain_ms < 1)
+			r.drain_ms = 1;
+	}
 	*samples = 0;
 	if (kind) {
 		struct perf_event_attr a;
