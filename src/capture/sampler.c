@@ -164,11 +164,10 @@ struct cp_sampler {
 
 /* The stack each clock record copies at first: deep enough for the
  * stacks of most programs (perf's --call-graph dwarf copies 8 KiB).  A
- * copy costs the sampled thread in the kernel at each record (about 5 us
- * more at 32 KiB than at 4 KiB, bench/clockcost.c), so a thread whose
- * frames go beyond it gets copies of CLOCK_COPY_MAX, and one whose frames
- * go beyond that is sampled by stops, which copy up to
- * CP_TARGET_STACK_MAX.  */
+ * copy costs the sampled thread in the kernel at each record (below), so
+ * copies are sized to the thread's frames, and at most CLOCK_COPY_MAX: a
+ * thread whose frames go beyond that is sampled by stops, which copy up
+ * to CP_TARGET_STACK_MAX.  */
 #define CLOCK_COPY_FIRST (8 * 1024)
 #define CLOCK_COPY_MAX (32 * 1024)
 
@@ -195,9 +194,10 @@ struct cp_sampler {
 #define DRAIN_MIN_NS 10000000ull
 #define DRAIN_MAX_NS 50000000ull
 
-/* Threads whose clocks copy stacks, at most: each ring is about four
- * copies (a 132 KB mapping), locked in memory; threads beyond get bare
- * clocks, sampled by stops.  */
+/* Threads whose clocks copy stacks, at most: each ring is about 24
+ * copies (260 KiB for 8 KiB copies, 68 KiB for those of most threads
+ * once sized), locked in memory; threads beyond get bare clocks, sampled
+ * by stops.  */
 #define COPY_THREADS_MAX 64
 
 /* A thread off the CPU, read without a stop at a tick.  */
@@ -906,10 +906,9 @@ static bool copy_learned(struct cp_sampler *r, const struct cp_thread *th)
 }
 
 /* A sample of TH needed NEED bytes of its stack in a copy of the size it
- * has (capture/clock.h): once COPY_LEARN have, its
- * copies get the size they need (CLOCK_COPY_MIN at least, twice the
- * largest that fell short at least, never larger than now).  True once
- * the size is learned.  */
+ * has: once COPY_LEARN have, its copies get the size they need
+ * (CLOCK_COPY_MIN at least, twice the largest that fell short at least,
+ * never larger than now).  True once the size is learned.  */
 static bool learn_copy(struct cp_sampler *r, struct cp_thread *th,
 		       uint64_t need)
 {

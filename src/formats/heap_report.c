@@ -242,6 +242,11 @@ int cp_heap_write_report(const struct cp_heap_summary *s,
 		fprintf(f, "lost returns  %llu (calls still running at the "
 			"end, or left without returning)\n",
 			(unsigned long long)s->lost_returns);
+	if (s->events_lost)
+		fprintf(f, "lost records  %llu (the kernel could not write "
+			"them: the tracer fell a ring behind; the counts "
+			"above miss their calls)\n",
+			(unsigned long long)s->events_lost);
 	timeline(s, f);
 	sizes(s, f);
 	int rc = top_sites(s, p, top, true, f);
