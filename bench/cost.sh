@@ -593,9 +593,12 @@ churn_run() { # NAME DIR
 	record "churn.stacks.$name" "$stacks"
 	# "bytes_per_stack t_from rss_from rss_last": the readings of the second
 	# half of the run, from the last drop of VmRSS in it, if that leaves a
-	# fifth of the run
-	line=$(awk -v s="$stacks" '{ t[NR] = $2 - $1; r[NR] = $3 }
-		END { n = NR; tl = t[n]; from = 0
+	# fifth of the run.  Only those of the sampling: once the duration is
+	# over, the folded output is made (its text, about 230 bytes a stack
+	# here, held until written), which is not what the stacks keep.
+	line=$(awk -v s="$stacks" -v d="$CHURN_SECONDS" '$2 - $1 > d - 0.2 { next }
+		{ t[++NR2] = $2 - $1; r[NR2] = $3 }
+		END { n = NR2; tl = t[n]; from = 0
 			for (i = 1; i <= n; i++) {
 				if (t[i] < tl / 2) continue
 				if (!from || r[i] < r[i - 1] - 256) from = i
