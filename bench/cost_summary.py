@@ -382,6 +382,18 @@ if values.get("slow.unprofiled"):
     rows.append(["4", "  (paired: each run against the unprofiled run of its repetition; the unprofiled runs"])
     rows.append(["4", "   spread %.1f %% of their median: smaller differences are noise)" % sp])
 
+def slowdown_rows(ours, perf):
+    """Goal 4's slowdown at 999 and 99 Hz from CPU us per sample: the
+    values OURS and PERF (their keys), times the rate."""
+    for hz in (999, 99):
+        ref = V(perf) * hz / 1e4
+        row("4", "  slowdown %% at %d Hz from it" % hz,
+            lambda b, hz=hz: V(ours) * hz / 1e4,
+            "perf -g %s%%" % f(ref, "%.3f"), ref if ref > 0.0005 else None, "%.3f",
+            "<= perf" if hz == 999 else "<= 0.5 %",
+            (lambda v, rt, ref=ref: met(v, "<=", max(ref, 0.0))) if hz == 999 else
+            (lambda v, rt: met(v, "<=", 0.5)))
+
 if "clockcost.cprof_us_per_sample" in values:
     # bench/clockcost.c: the target's own CPU per sample of each clock,
     # counted at a high rate; the slowdown at a rate is that times the rate.
@@ -394,14 +406,7 @@ if "clockcost.cprof_us_per_sample" in values:
         row("4", "  the same against perf --call-graph dwarf (8 KiB copies)",
             lambda b: V("clockcost.cprof_us_per_sample"),
             "perf dwarf " + f(ref, "%.2f"), ref if ref > 0.005 else None, "%.2f", "-", lambda v, rt: "-")
-    for hz in (999, 99):
-        ref = V("clockcost.perf_us_per_sample") * hz / 1e4
-        row("4", "  slowdown %% at %d Hz from it" % hz,
-            lambda b, hz=hz: V("clockcost.cprof_us_per_sample") * hz / 1e4,
-            "perf -g %s%%" % f(ref, "%.3f"), ref if ref > 0.0005 else None, "%.3f",
-            "<= perf" if hz == 999 else "<= 0.5 %",
-            (lambda v, rt, ref=ref: met(v, "<=", max(ref, 0.0))) if hz == 999 else
-            (lambda v, rt: met(v, "<=", 0.5)))
+    slowdown_rows("clockcost.cprof_us_per_sample", "clockcost.perf_us_per_sample")
 
 if "clocktools.attach_us_per_sample" in values:
     # The same count with the tools themselves on the thread at 999 Hz:
@@ -412,14 +417,7 @@ if "clocktools.attach_us_per_sample" in values:
         lambda b: V("clocktools.attach_us_per_sample"),
         "perf record -g " + f(ref, "%.2f"), ref if ref > 0.005 else None, "%.2f", "-",
         lambda v, rt: "-")
-    for hz in (999, 99):
-        ref = V("clocktools.perfrecord_us_per_sample") * hz / 1e4
-        row("4", "  slowdown %% at %d Hz from it" % hz,
-            lambda b, hz=hz: V("clocktools.attach_us_per_sample") * hz / 1e4,
-            "perf -g %s%%" % f(ref, "%.3f"), ref if ref > 0.0005 else None, "%.3f",
-            "<= perf" if hz == 999 else "<= 0.5 %",
-            (lambda v, rt, ref=ref: met(v, "<=", max(ref, 0.0))) if hz == 999 else
-            (lambda v, rt: met(v, "<=", 0.5)))
+    slowdown_rows("clocktools.attach_us_per_sample", "clocktools.perfrecord_us_per_sample")
 
 # 5. memory
 if any(k.startswith("rss_start.") for k in values):

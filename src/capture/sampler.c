@@ -149,14 +149,14 @@ struct cp_sampler {
 	size_t synced_seen, synced_n; /* the thread table when last synced */
 	size_t tick_threads;          /* selected threads without a clock */
 	bool clocks_on;               /* counting (inside a step) */
-	/* Bytes of stack each clock record copies (with the registers),
-	 * so that a sample needs no stop; 0: bare clocks.  */
+	/* Bytes of stack a thread's clock records copy at first (with the
+	 * registers), so that a sample needs no stop; 0: bare clocks.  */
 	uint32_t copy;
 	unsigned char *copy_scratch;  /* a record that wrapped the ring */
 	size_t copy_scratch_cap;
 	bool clocks_dirty;            /* a clock to reopen: sync them */
 	/* Clocks with copies wake us at half a ring only: every such
-	 * ring is taken at drain ticks, DRAIN_NS apart.  */
+	 * ring is taken at drain ticks, drain_ns apart.  */
 	size_t copy_clocks;           /* clocks with copies now */
 	uint64_t drain_ns;
 	uint64_t next_drain;
@@ -176,10 +176,9 @@ struct cp_sampler {
  * any went, and COPY_SLACK more (the outermost frame's own slots), in
  * steps of COPY_STEP, CLOCK_COPY_MIN at least, and twice the largest
  * size that fell short at least.  The kernel writes each copy into the
- * ring, cold in the cache: about 0.5 us a KiB of the sampled thread's
- * time (bench/clockcost.c: 13.3 us a sample with 64 bytes, 14.3 with 2
- * KiB, 18.6 with 8 KiB, against 13.6 for perf record -g in the same
- * runs).  Copies that fall short are made four times as large (up to
+ * ring, cold in the cache (bench/clockcost.c, interleaved on a quiet
+ * machine: 15.0-16.9 us a sample with 1.25 KiB copies, 18.5-19.9 with 8
+ * KiB; 768 to 1280 bytes could not be told apart).  Copies that fall short are made four times as large (up to
  * CLOCK_COPY_MAX), then sized again.  */
 #define CLOCK_COPY_MIN 1024
 #define COPY_STEP 256

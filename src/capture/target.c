@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "capture/clock.h"
+#include "util/grow.h"
 #include "cprof/error.h"
 #include "cprof/procfs.h"
 #include "arch/x86_64/regs.h"
@@ -143,26 +144,17 @@ static struct cp_thread *add_thread(struct cp_target *t, pid_t tid,
  * has not taken (cp_target_retired_clocks).  */
 static void retire_clock(struct cp_target *t, struct cp_thread *th)
 {
-	if (th->clock_owner && th->clock_copy && cp_thread_clock_unread(th)) {
-		if (t->nretired == t->retired_cap) {
-			size_t cap = t->retired_cap ? 2 * t->retired_cap : 8;
-			struct cp_thread *grown =
-				realloc(t->retired, cap * sizeof(*grown));
-			if (grown) {
-				t->retired = grown;
-				t->retired_cap = cap;
-			}
-		}
-		if (t->nretired < t->retired_cap) {
-			struct cp_thread *kept = &t->retired[t->nretired++];
-			*kept = *th;
-			kept->stat_fd = kept->run_fd = -1;
-			th->clock_fd = -1;
-			th->clock_ring = NULL;
-			th->clock_owner = 0;
-			th->clock_copy = 0;
-			return;
-		}
+	if (th->clock_owner && th->clock_copy && cp_thread_clock_unread(th) &&
+	    cp_grow((void **)&t->retired, &t->retired_cap, t->nretired + 1,
+		    sizeof(*t->retired), 8)) {
+		struct cp_thread *kept = &t->retired[t->nretired++];
+		*kept = *th;
+		kept->stat_fd = kept->run_fd = -1;
+		th->clock_fd = -1;
+		th->clock_ring = NULL;
+		th->clock_owner = 0;
+		th->clock_copy = 0;
+		return;
 	}
 	cp_thread_clock_close(th);
 }
