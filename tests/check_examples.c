@@ -212,13 +212,13 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Run LINE with bash in DIR; unless it launches a command (it has " --
- * "), runs a script to its end (--batch) or is a pipeline (whose reader a
- * Ctrl-C ends too), end it with SIGINT to its group after
- * INTERRUPT_AFTER_MS.  Returns
- * the wait status; *INTERRUPTED says whether it was.  Its output goes to
- * DIR/.out and DIR/.err.  */
-static int run_line(const char *dir, const char *line, bool *interrupted)
+/* Run LINE with bash in DIR; if it is an EXAMPLE, unless it launches a
+ * command (it has " -- "), runs a script to its end (--batch) or is a
+ * pipeline (whose reader a Ctrl-C ends too), end it with SIGINT to its
+ * group after INTERRUPT_AFTER_MS.  Returns the wait status; *INTERRUPTED
+ * says whether it was.  Its output goes to DIR/.out and DIR/.err.  */
+static int run_line(const char *dir, const char *line, bool example,
+		    bool *interrupted)
 {
 	char out[8192], err[8192];
 	snprintf(out, sizeof(out), "%s/.out", dir);
@@ -254,7 +254,8 @@ static int run_line(const char *dir, const char *line, bool *interrupted)
 		if (got == pid)
 			return status;
 		double elapsed = now_ms() - start;
-		if (!*interrupted && elapsed >= INTERRUPT_AFTER_MS &&
+		if (example && !*interrupted &&
+		    elapsed >= INTERRUPT_AFTER_MS &&
 		    !strstr(line, " -- ") && !strstr(line, "--batch") &&
 		    !strchr(line, '|')) {
 			kill(-pid, SIGINT);
@@ -392,13 +393,23 @@ static void copy_file(const char *from, const char *to, mode_t mode)
 	chmod(to, mode);
 }
 
-/* Run a preparation command in DIR (bash); it must exit 0.  */
+/* Run a preparation command in DIR (bash) to its end (never
+ * interrupted: it runs cprof-attach -d 1 three times, over
+ * INTERRUPT_AFTER_MS on a slow machine, and a SIGINT that came as one of
+ * them started, or in the cp, failed it); it must exit 0.  */
 static void prepare(const char *dir, const char *command)
 {
 	bool interrupted;
-	int status = run_line(dir, command, &interrupted);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "preparing the examples: \"%s\" failed", command);
+	int status = run_line(dir, command, false, &interrupted);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return;
+	char errpath[8192];
+	snprintf(errpath, sizeof(errpath), "%s/.err", dir);
+	char *err = tu_read_file(errpath);
+	ck_abort_msg("preparing the examples: \"%s\" failed (status %d); "
+		     "stderr: %.1500s", command,
+		     WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status),
+		     err ? err : "");
 }
 
 START_TEST(test_examples)
@@ -498,7 +509,7 @@ START_TEST(test_examples)
 		}
 		fprintf(stderr, "example %s: %s\n", ex->where, line);
 		bool interrupted;
-		int status = run_line(exdir, line, &interrupted);
+		int status = run_line(exdir, line, true, &interrupted);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 			char errpath[8192];
 			snprintf(errpath, sizeof(errpath), "%s/.err", exdir);
