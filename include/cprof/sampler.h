@@ -185,6 +185,11 @@ int cp_sampler_new(struct cp_target *target, struct cp_unwinder *unwinder,
 int cp_sampler_step(struct cp_sampler *sampler, uint64_t until_ns,
 		    volatile sig_atomic_t *stop, enum cp_sampler_end *end);
 
+/* Thread TID of the target is at its first stop, having run nothing
+ * (the target's on_birth hook): give it its clock now, so that its CPU
+ * time counts from its first instruction.  */
+void cp_sampler_born(struct cp_sampler *sampler, pid_t tid);
+
 /* The counters so far; borrowed.  */
 const struct cp_sampler_stats *cp_sampler_stats(const struct cp_sampler *s);
 

@@ -798,10 +798,48 @@ static int tick(struct cp_sampler *r)
 
 static void clock_copies(struct cp_sampler *r, struct cp_thread *th);
 
-/* Give every selected thread a clock of this sampler's period, in its
- * epoll (counting if the step is on), once the thread table changed
- * (FORCE: whatever it is).  A thread whose clock is refused is looked
- * at each tick instead.  */
+/* Give thread TH (selected) a clock of this sampler's period, in its
+ * epoll (counting if the step is on), or the one it has again at another
+ * size; *COPYING counts the clocks with copies given so far.  A thread
+ * whose clock is refused is looked at each tick instead.  */
+static void clock_fit(struct cp_sampler *r, struct cp_thread *th,
+		      size_t *copying)
+{
+	uint32_t copy = 0;
+	if (r->copy && !th->no_copy)
+		copy = th->copy_want ? th->copy_want : r->copy;
+	if (copy && !th->clock_copy && *copying >= COPY_THREADS_MAX)
+		copy = 0;
+	if (th->clock_fd >= 0 &&
+	    (th->clock_period != r->period || th->clock_copy != copy)) {
+		/* Its records first: a close drops them.  */
+		if (clocked(r, th) && th->clock_copy)
+			clock_copies(r, th);
+		cp_thread_clock_close(th);
+	}
+	if (th->clock_fd < 0 && !th->no_clock &&
+	    cp_thread_clock_open(th, r->period, copy) >= 0 && copy &&
+	    !th->clock_copy)
+		th->no_copy = true; /* refused: not asked again */
+	if (th->clock_copy)
+		(*copying)++;
+	if (th->clock_fd >= 0 && th->clock_owner != r->serial) {
+		struct epoll_event ev = {
+			.events = EPOLLIN | EPOLLET,
+			.data.u64 = (uint64_t)th->tid,
+		};
+		if (epoll_ctl(r->ep_fd, EPOLL_CTL_ADD, th->clock_fd, &ev) < 0 ||
+		    (r->clocks_on && cp_thread_clock_enable(th, true) < 0)) {
+			cp_thread_clock_close(th);
+			th->no_clock = true;
+		} else {
+			th->clock_owner = r->serial;
+		}
+	}
+}
+
+/* Give every selected thread its clock (clock_fit) once the thread
+ * table changed (FORCE: whatever it is).  */
 static void clocks_sync(struct cp_sampler *r, bool force)
 {
 	if (r->ep_fd < 0)
@@ -820,39 +858,7 @@ static void clocks_sync(struct cp_sampler *r, bool force)
 		struct cp_thread *th = &threads[i];
 		if (!th->selected)
 			continue;
-		uint32_t copy = 0;
-		if (r->copy && !th->no_copy)
-			copy = th->copy_want ? th->copy_want : r->copy;
-		if (copy && !th->clock_copy && copying >= COPY_THREADS_MAX)
-			copy = 0;
-		if (th->clock_fd >= 0 && (th->clock_period != r->period ||
-					  th->clock_copy != copy)) {
-			/* Its records first: a close drops them.  */
-			if (clocked(r, th) && th->clock_copy)
-				clock_copies(r, th);
-			cp_thread_clock_close(th);
-		}
-		if (th->clock_fd < 0 && !th->no_clock &&
-		    cp_thread_clock_open(th, r->period, copy) >= 0 && copy &&
-		    !th->clock_copy)
-			th->no_copy = true; /* refused: not asked again */
-		if (th->clock_copy)
-			copying++;
-		if (th->clock_fd >= 0 && th->clock_owner != r->serial) {
-			struct epoll_event ev = {
-				.events = EPOLLIN | EPOLLET,
-				.data.u64 = (uint64_t)th->tid,
-			};
-			if (epoll_ctl(r->ep_fd, EPOLL_CTL_ADD, th->clock_fd,
-				      &ev) < 0 ||
-			    (r->clocks_on &&
-			     cp_thread_clock_enable(th, true) < 0)) {
-				cp_thread_clock_close(th);
-				th->no_clock = true;
-			} else {
-				th->clock_owner = r->serial;
-			}
-		}
+		clock_fit(r, th, &copying);
 		if (clocked(r, th))
 			clocks++;
 		else
@@ -862,6 +868,19 @@ static void clocks_sync(struct cp_sampler *r, bool force)
 	r->copy_clocks = copying;
 	if (clocks > r->stats->threads_clocked)
 		r->stats->threads_clocked = clocks;
+}
+
+void cp_sampler_born(struct cp_sampler *r, pid_t tid)
+{
+	struct cp_thread *th = cp_target_thread(r->target, tid);
+	if (!th || !th->selected || r->ep_fd < 0)
+		return;
+	/* Its clock now, before it runs: what it runs until clocks_sync
+	 * would otherwise be run unseen.  The table's count is left for
+	 * clocks_sync, which sees the thread is new.  */
+	size_t copying = r->copy_clocks;
+	clock_fit(r, th, &copying);
+	r->copy_clocks = copying;
 }
 
 /* Start (ON) or stop the clocks counting: they count only while a step

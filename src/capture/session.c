@@ -162,7 +162,8 @@ static void dispatch_exec(void *arg)
 }
 
 /* A new thread is offered to each client in turn until one takes it
- * (heap tracing's other tracer threads).  */
+ * (heap tracing's other tracer threads); one no client takes gets its
+ * sampling clock before it runs.  */
 static bool dispatch_birth(void *arg, pid_t tid)
 {
 	struct cp_session *s = arg;
@@ -171,6 +172,8 @@ static bool dispatch_birth(void *arg, pid_t tid)
 		if (c.on_birth && c.on_birth(c.arg, tid))
 			return true;
 	}
+	if (s->sampler)
+		cp_sampler_born(s->sampler, tid);
 	return false;
 }
 
