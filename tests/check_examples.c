@@ -271,6 +271,15 @@ static int run_line(const char *dir, const char *line, bool example,
 	}
 }
 
+/* What the last line run in DIR wrote to its stderr (DIR/.err), or
+ * NULL; the caller frees it.  */
+static char *line_stderr(const char *dir)
+{
+	char path[8192];
+	snprintf(path, sizeof(path), "%s/.err", dir);
+	return tu_read_file(path);
+}
+
 /* The file NAME in DIR is there and looks like its name says.  */
 static void check_output(const char *dir, const struct example *ex,
 			 const char *name)
@@ -403,9 +412,7 @@ static void prepare(const char *dir, const char *command)
 	int status = run_line(dir, command, false, &interrupted);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return;
-	char errpath[8192];
-	snprintf(errpath, sizeof(errpath), "%s/.err", dir);
-	char *err = tu_read_file(errpath);
+	char *err = line_stderr(dir);
 	ck_abort_msg("preparing the examples: \"%s\" failed (status %d); "
 		     "stderr: %.1500s", command,
 		     WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status),
@@ -511,9 +518,7 @@ START_TEST(test_examples)
 		bool interrupted;
 		int status = run_line(exdir, line, true, &interrupted);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-			char errpath[8192];
-			snprintf(errpath, sizeof(errpath), "%s/.err", exdir);
-			char *err = tu_read_file(errpath);
+			char *err = line_stderr(exdir);
 			ck_abort_msg("%s: \"%s\" %s with status %d%s; stderr: "
 				     "%.1500s",
 				     ex->where, line,
