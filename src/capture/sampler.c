@@ -178,8 +178,9 @@ struct cp_sampler {
  * size that fell short at least.  The kernel writes each copy into the
  * ring, cold in the cache (bench/clockcost.c, interleaved on a quiet
  * machine: 15.0-16.9 us a sample with 1.25 KiB copies, 18.5-19.9 with 8
- * KiB; 768 to 1280 bytes could not be told apart).  Copies that fall short are made four times as large (up to
- * CLOCK_COPY_MAX), then sized again.  */
+ * KiB; 768 to 1280 bytes could not be told apart).  Copies that fall
+ * short are made four times as large (up to CLOCK_COPY_MAX), then sized
+ * again.  */
 #define CLOCK_COPY_MIN 1024
 #define COPY_STEP 256
 #define COPY_SLACK 256
